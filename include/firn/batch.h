@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Typed column batches: the one currency between sources, the engine and the file writers.
+ * A batch holds rows column by column (Arrow-like: values, validity bitmap, offsets), plus the
+ * per-row change operation and source position. Its schema is a tree of fields carrying Iceberg
+ * field ids and Iceberg types (format/spec.md "Schemas and Data Types"). */
+#ifndef FIRN_BATCH_H
+#define FIRN_BATCH_H
+
+#include "firn/util.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * Schema: Iceberg types and fields
+ * ----------------------------------------------------------------------------------------------*/
+
+/** Iceberg types (format v2 plus the v3 nanosecond timestamps). */
+typedef enum firn_type {
+    FIRN_TYPE_BOOLEAN = 1,
+    FIRN_TYPE_INT,          /* 32-bit signed */
+    FIRN_TYPE_LONG,         /* 64-bit signed */
+    FIRN_TYPE_FLOAT,        /* IEEE 754 single */
+    FIRN_TYPE_DOUBLE,       /* IEEE 754 double */
+    FIRN_TYPE_DECIMAL,      /* decimal(precision <= 38, scale) */
+    FIRN_TYPE_DATE,         /* days since 1970-01-01, int32 */
+    FIRN_TYPE_TIME,         /* microseconds since midnight, int64 */
+    FIRN_TYPE_TIMESTAMP,    /* microseconds since epoch, no zone, int64 */
+    FIRN_TYPE_TIMESTAMPTZ,  /* microseconds since epoch, UTC, int64 */
+    FIRN_TYPE_TIMESTAMP_NS, /* v3: nanoseconds since epoch, no zone, int64 */
+    FIRN_TYPE_TIMESTAMPTZ_NS,
+    FIRN_TYPE_STRING, /* UTF-8 */
+    FIRN_TYPE_UUID,   /* 16 bytes, big-endian (RFC 4122 byte order) */
+    FIRN_TYPE_FIXED,  /* fixed(length) bytes */
+    FIRN_TYPE_BINARY,
+    FIRN_TYPE_STRUCT,
+    FIRN_TYPE_LIST,
+    FIRN_TYPE_MAP,
+} firn_type;
+
+/** One field of a schema tree. A plain value type shared read-only by every module once built:
+ * struct fields are its children; a list has one child (the element), a map two (key, value).
+ * Owned by whoever built it (firn_field_free frees a tree built with firn_field_new/_add). */
+typedef struct firn_field firn_field;
+struct firn_field {
+    int32_t id;         /* Iceberg field id (element-id/key-id/value-id for list/map children) */
+    char *name;         /* owned; "element", "key", "value" for list/map children */
+    bool required;      /* Iceberg "required" (element-required / value-required for children) */
+    firn_type type;     /* FIRN_TYPE_* */
+    int32_t precision;  /* decimal only: 1..38 */
+    int32_t scale;      /* decimal only: 0..precision */
+    int32_t length;     /* fixed only: bytes */
+    size_t n_children;  /* struct: fields; list: 1; map: 2 */
+    firn_field **children;
+};
+
+/** Returns a new owned field (name copied). Free with firn_field_free. */
+firn_field *firn_field_new(int32_t id, const char *name, firn_type type, bool required);
+/** Returns a new decimal(precision, scale) field. */
+firn_field *firn_field_new_decimal(int32_t id, const char *name, int32_t precision,
+                                   int32_t scale, bool required);
+/** Returns a new fixed(length) field. */
+firn_field *firn_field_new_fixed(int32_t id, const char *name, int32_t length, bool required);
+/** Appends child to parent (a struct, list or map); parent takes ownership of child. */
+void firn_field_add(firn_field *parent, firn_field *child);
+/** Frees a field tree (NULL accepted). */
+void firn_field_free(firn_field *f);
+/** Returns an owned deep copy. */
+firn_field *firn_field_clone(const firn_field *f);
+/** True when the type is stored as fixed-width values (not string/binary/nested). */
+bool firn_type_is_fixed_width(const firn_field *f);
+/** Byte width of one value of a fixed-width type in a column (boolean 1, int/date 4,
+ * long/time/timestamps 8, float 4, double 8, decimal 8 when precision <= 18 else 16, uuid 16,
+ * fixed its length); 0 for variable-length and nested types. */
+size_t firn_type_value_size(const firn_field *f);
+/** Iceberg's name of a primitive type ("long", "decimal(9,2)", "fixed[16]") into out. */
+void firn_type_format(const firn_field *f, char *out, size_t out_cap);
+
+/* ------------------------------------------------------------------------------------------------
+ * Columns and batches
+ * ----------------------------------------------------------------------------------------------*/
+
+/** Per-row change operation (DESIGN.md "The path of a change"). */
+typedef enum firn_op {
+    FIRN_OP_READ = 'r',   /* snapshot (backfill) read */
+    FIRN_OP_INSERT = 'c', /* insert */
+    FIRN_OP_UPDATE = 'u', /* update: the row is the new image */
+    FIRN_OP_DELETE = 'd', /* delete: the row holds the key (or old image) */
+} firn_op;
+
+typedef struct firn_column firn_column;
+typedef struct firn_batch firn_batch;
+
+/** Returns an empty batch for the fields of schema (a STRUCT field; borrowed, must outlive the
+ * batch): one column per top-level field, nested columns for struct/list/map. Memory grows as
+ * rows are appended; firn_batch_reset keeps it. Free with firn_batch_free. Not thread-safe. */
+firn_batch *firn_batch_new(const firn_field *schema);
+/** Frees the batch and its columns (NULL accepted). */
+void firn_batch_free(firn_batch *b);
+/** Empties every column and the row metadata, keeping allocated memory. */
+void firn_batch_reset(firn_batch *b);
+/** The schema the batch was made for (borrowed). */
+const firn_field *firn_batch_schema(const firn_batch *b);
+/** Number of complete rows. */
+size_t firn_batch_rows(const firn_batch *b);
+/** Number of top-level columns (= schema children). */
+size_t firn_batch_columns(const firn_batch *b);
+/** Top-level column i (borrowed; valid for the batch's lifetime). */
+firn_column *firn_batch_column(firn_batch *b, size_t i);
+/** Completes a row after one value was appended to every top-level column: records its
+ * operation and source position (PostgreSQL: commit LSN). FIRN_ERR_INTERNAL (with a message
+ * naming the column) when a column's length does not equal the new row count. */
+FIRN_MUST_CHECK firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *err);
+/** Operation of row i (i < rows). */
+firn_op firn_batch_op(const firn_batch *b, size_t i);
+/** Source position of row i. */
+uint64_t firn_batch_lsn(const firn_batch *b, size_t i);
+/** Approximate bytes held by values, offsets and bitmaps (for memory budgets and flushing). */
+size_t firn_batch_bytes(const firn_batch *b);
+
+/* Appending values. Each call appends one slot to the column; the value must match the
+ * column's type (asserted). Nested values: for a list, call firn_column_list_begin, append the
+ * elements to firn_column_child(col, 0), then firn_column_list_end; a map is a list of entries
+ * whose key and value columns are children 0 and 1 (append one key and one value per entry); a
+ * struct appends one value to each child then firn_column_struct_end. */
+void firn_column_append_null(firn_column *c);
+void firn_column_append_bool(firn_column *c, bool v);
+/** int, date (days since epoch). */
+void firn_column_append_i32(firn_column *c, int32_t v);
+/** long, time, timestamp(tz) (microseconds; nanoseconds for the _ns types), decimal with
+ * precision <= 18 (unscaled value). */
+void firn_column_append_i64(firn_column *c, int64_t v);
+void firn_column_append_float(firn_column *c, float v);
+void firn_column_append_double(firn_column *c, double v);
+/** decimal with precision > 18: unscaled value as a 128-bit two's-complement integer given as
+ * its high and low 64-bit halves. */
+void firn_column_append_i128(firn_column *c, int64_t hi, uint64_t lo);
+/** string (UTF-8, not validated here), binary; uuid (len 16), fixed (len = length). Bytes are
+ * copied. */
+void firn_column_append_bytes(firn_column *c, const void *p, size_t len);
+/** Starts a list (or map) value; elements go to the child column(s). */
+void firn_column_list_begin(firn_column *c);
+/** Ends the list value started last. */
+void firn_column_list_end(firn_column *c);
+/** Ends a struct value whose children each received one value. */
+void firn_column_struct_end(firn_column *c);
+
+/* Reading columns (for writers). Pointers are borrowed, valid until the next append or reset. */
+
+/** The column's field (borrowed from the schema). */
+const firn_field *firn_column_field(const firn_column *c);
+/** Number of slots (values or nulls). */
+size_t firn_column_length(const firn_column *c);
+/** Number of null slots. */
+size_t firn_column_null_count(const firn_column *c);
+/** Validity bitmap, LSB-first, bit set = present; NULL when the column has no nulls. */
+const uint8_t *firn_column_validity(const firn_column *c);
+/** True when slot i holds a value. */
+bool firn_column_is_valid(const firn_column *c, size_t i);
+/** Fixed-width values, firn_type_value_size bytes each, native byte order (128-bit decimals as
+ * {uint64 lo, int64 hi}; uuid/fixed as raw bytes). Null slots hold zeros. NULL for other types. */
+const void *firn_column_values(const firn_column *c);
+/** Offsets for string/binary (into firn_column_data) and list/map (into the child column):
+ * length + 1 entries, slot i spans [offsets[i], offsets[i+1]). NULL for other types. */
+const uint32_t *firn_column_offsets(const firn_column *c);
+/** Concatenated bytes of a string/binary column. */
+const uint8_t *firn_column_data(const firn_column *c);
+/** Child column i of a struct, list (0: element) or map (0: key, 1: value). */
+firn_column *firn_column_child(firn_column *c, size_t i);
+/** Number of children (0 for primitive columns). */
+size_t firn_column_children(const firn_column *c);
+
+#endif

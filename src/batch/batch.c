@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Column batches: growable typed arrays with validity bitmaps and offsets, plus per-row
+ * operation and source position. */
+#include "firn/batch.h"
+
+#include <string.h>
+
+/* String/binary bytes one column may hold in one batch; offsets are 32-bit. The engine flushes
+ * by bytes long before this. */
+#define COLUMN_DATA_MAX ((size_t)UINT32_MAX)
+
+struct firn_column {
+    const firn_field *field;
+    size_t length;
+    size_t null_count;
+    size_t width;         /* bytes per fixed-width value, 0 otherwise */
+    uint8_t *validity;    /* NULL until the first null */
+    size_t validity_cap;  /* bytes */
+    uint8_t *values;      /* fixed-width values */
+    size_t values_cap;    /* slots */
+    uint32_t *offsets;    /* length + 1 entries for string/binary/list/map */
+    size_t offsets_cap;   /* entries */
+    firn_buf data;        /* string/binary bytes */
+    size_t n_children;
+    firn_column **children;
+    bool list_open;
+};
+
+struct firn_batch {
+    const firn_field *schema;
+    size_t n_columns;
+    firn_column **columns;
+    size_t rows;
+    size_t rows_cap;
+    uint8_t *ops;
+    uint64_t *lsns;
+};
+
+static bool has_offsets(const firn_field *f)
+{
+    return f->type == FIRN_TYPE_STRING || f->type == FIRN_TYPE_BINARY ||
+           f->type == FIRN_TYPE_LIST || f->type == FIRN_TYPE_MAP;
+}
+
+static firn_column *column_new(const firn_field *f)
+{
+    firn_column *c = firn_calloc(1, sizeof(*c));
+    c->field = f;
+    c->width = firn_type_value_size(f);
+    firn_buf_init(&c->data, COLUMN_DATA_MAX);
+    if (has_offsets(f)) {
+        c->offsets_cap = 16;
+        c->offsets = firn_calloc(c->offsets_cap, sizeof(uint32_t));
+    }
+    c->n_children = f->n_children;
+    if (c->n_children) {
+        c->children = firn_calloc(c->n_children, sizeof(*c->children));
+        for (size_t i = 0; i < c->n_children; i++)
+            c->children[i] = column_new(f->children[i]);
+    }
+    return c;
+}
+
+static void column_free(firn_column *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_children; i++)
+        column_free(c->children[i]);
+    firn_free(c->children);
+    firn_free(c->validity);
+    firn_free(c->values);
+    firn_free(c->offsets);
+    firn_buf_deinit(&c->data);
+    firn_free(c);
+}
+
+static void column_reset(firn_column *c)
+{
+    c->length = 0;
+    c->null_count = 0;
+    c->list_open = false;
+    if (c->validity)
+        memset(c->validity, 0, c->validity_cap);
+    if (c->offsets)
+        c->offsets[0] = 0;
+    firn_buf_reset(&c->data);
+    for (size_t i = 0; i < c->n_children; i++)
+        column_reset(c->children[i]);
+}
+
+/* Grows the validity bitmap (when present) to hold slot c->length and sets its bit. */
+static void set_valid(firn_column *c, bool valid)
+{
+    size_t i = c->length;
+    if (!valid && !c->validity) {
+        c->validity_cap = 64;
+        while (c->validity_cap * 8 <= i)
+            c->validity_cap *= 2;
+        c->validity = firn_calloc(c->validity_cap, 1);
+        memset(c->validity, 0xff, i / 8);
+        for (size_t k = i / 8 * 8; k < i; k++)
+            c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+    }
+    if (c->validity) {
+        if (i / 8 >= c->validity_cap) {
+            size_t cap = c->validity_cap * 2;
+            c->validity = firn_realloc(c->validity, cap);
+            memset(c->validity + c->validity_cap, 0, cap - c->validity_cap);
+            c->validity_cap = cap;
+        }
+        if (valid)
+            c->validity[i / 8] |= (uint8_t)(1u << (i % 8));
+        else
+            c->validity[i / 8] &= (uint8_t)~(1u << (i % 8));
+    }
+    if (!valid)
+        c->null_count++;
+}
+
+/* Returns room for one fixed-width value at slot c->length. */
+static uint8_t *value_slot(firn_column *c)
+{
+    if (c->length >= c->values_cap) {
+        size_t cap = c->values_cap ? c->values_cap * 2 : 64;
+        c->values = firn_reallocarray(c->values, cap, c->width);
+        c->values_cap = cap;
+    }
+    return c->values + c->length * c->width;
+}
+
+static void push_offset(firn_column *c, size_t off)
+{
+    FIRN_ASSERT(off <= UINT32_MAX);
+    if (c->length + 2 > c->offsets_cap) {
+        c->offsets_cap *= 2;
+        c->offsets = firn_reallocarray(c->offsets, c->offsets_cap, sizeof(uint32_t));
+    }
+    c->offsets[c->length + 1] = (uint32_t)off;
+}
+
+void firn_column_append_null(firn_column *c)
+{
+    FIRN_ASSERT(!c->list_open);
+    set_valid(c, false);
+    if (c->width)
+        memset(value_slot(c), 0, c->width);
+    if (c->field->type == FIRN_TYPE_STRING || c->field->type == FIRN_TYPE_BINARY)
+        push_offset(c, c->data.len);
+    else if (c->offsets)
+        push_offset(c, c->children[0]->length);
+    if (c->field->type == FIRN_TYPE_STRUCT) {
+        for (size_t i = 0; i < c->n_children; i++)
+            firn_column_append_null(c->children[i]);
+    }
+    c->length++;
+}
+
+static void append_fixed(firn_column *c, const void *p, size_t len)
+{
+    FIRN_ASSERT(c->width == len);
+    set_valid(c, true);
+    memcpy(value_slot(c), p, len);
+    c->length++;
+}
+
+void firn_column_append_bool(firn_column *c, bool v)
+{
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_BOOLEAN);
+    uint8_t b = v ? 1 : 0;
+    append_fixed(c, &b, 1);
+}
+
+void firn_column_append_i32(firn_column *c, int32_t v)
+{
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_INT || c->field->type == FIRN_TYPE_DATE);
+    append_fixed(c, &v, 4);
+}
+
+void firn_column_append_i64(firn_column *c, int64_t v)
+{
+    FIRN_ASSERT(c->width == 8 && c->field->type != FIRN_TYPE_DOUBLE);
+    append_fixed(c, &v, 8);
+}
+
+void firn_column_append_float(firn_column *c, float v)
+{
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_FLOAT);
+    append_fixed(c, &v, 4);
+}
+
+void firn_column_append_double(firn_column *c, double v)
+{
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_DOUBLE);
+    append_fixed(c, &v, 8);
+}
+
+void firn_column_append_i128(firn_column *c, int64_t hi, uint64_t lo)
+{
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_DECIMAL && c->width == 16);
+    uint64_t v[2] = {lo, (uint64_t)hi};
+    append_fixed(c, v, 16);
+}
+
+void firn_column_append_bytes(firn_column *c, const void *p, size_t len)
+{
+    if (c->width) {
+        FIRN_ASSERT(c->field->type == FIRN_TYPE_UUID || c->field->type == FIRN_TYPE_FIXED);
+        append_fixed(c, p, len);
+        return;
+    }
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_STRING || c->field->type == FIRN_TYPE_BINARY);
+    firn_rc rc = firn_buf_append(&c->data, p, len);
+    FIRN_ASSERT(rc == FIRN_OK); /* the engine flushes far below 4 GiB per column */
+    set_valid(c, true);
+    push_offset(c, c->data.len);
+    c->length++;
+}
+
+void firn_column_list_begin(firn_column *c)
+{
+    FIRN_ASSERT((c->field->type == FIRN_TYPE_LIST || c->field->type == FIRN_TYPE_MAP) &&
+                !c->list_open);
+    c->list_open = true;
+}
+
+void firn_column_list_end(firn_column *c)
+{
+    FIRN_ASSERT(c->list_open);
+    if (c->field->type == FIRN_TYPE_MAP)
+        FIRN_ASSERT(c->children[0]->length == c->children[1]->length);
+    c->list_open = false;
+    set_valid(c, true);
+    push_offset(c, c->children[0]->length);
+    c->length++;
+}
+
+void firn_column_struct_end(firn_column *c)
+{
+    FIRN_ASSERT(c->field->type == FIRN_TYPE_STRUCT);
+    for (size_t i = 0; i < c->n_children; i++)
+        FIRN_ASSERT(c->children[i]->length == c->length + 1);
+    set_valid(c, true);
+    c->length++;
+}
+
+const firn_field *firn_column_field(const firn_column *c)
+{
+    return c->field;
+}
+
+size_t firn_column_length(const firn_column *c)
+{
+    return c->length;
+}
+
+size_t firn_column_null_count(const firn_column *c)
+{
+    return c->null_count;
+}
+
+const uint8_t *firn_column_validity(const firn_column *c)
+{
+    return c->null_count ? c->validity : NULL;
+}
+
+bool firn_column_is_valid(const firn_column *c, size_t i)
+{
+    FIRN_DASSERT(i < c->length);
+    return !c->null_count || (c->validity[i / 8] >> (i % 8)) & 1;
+}
+
+const void *firn_column_values(const firn_column *c)
+{
+    return c->width ? c->values : NULL;
+}
+
+const uint32_t *firn_column_offsets(const firn_column *c)
+{
+    return c->offsets;
+}
+
+const uint8_t *firn_column_data(const firn_column *c)
+{
+    return c->data.data ? c->data.data : (const uint8_t *)"";
+}
+
+firn_column *firn_column_child(firn_column *c, size_t i)
+{
+    FIRN_ASSERT(i < c->n_children);
+    return c->children[i];
+}
+
+size_t firn_column_children(const firn_column *c)
+{
+    return c->n_children;
+}
+
+static size_t column_bytes(const firn_column *c)
+{
+    size_t n = c->length * c->width + c->data.len + c->length / 8;
+    if (c->offsets)
+        n += (c->length + 1) * sizeof(uint32_t);
+    for (size_t i = 0; i < c->n_children; i++)
+        n += column_bytes(c->children[i]);
+    return n;
+}
+
+firn_batch *firn_batch_new(const firn_field *schema)
+{
+    FIRN_ASSERT(schema->type == FIRN_TYPE_STRUCT);
+    firn_batch *b = firn_calloc(1, sizeof(*b));
+    b->schema = schema;
+    b->n_columns = schema->n_children;
+    b->columns = firn_calloc(b->n_columns ? b->n_columns : 1, sizeof(*b->columns));
+    for (size_t i = 0; i < b->n_columns; i++)
+        b->columns[i] = column_new(schema->children[i]);
+    return b;
+}
+
+void firn_batch_free(firn_batch *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->n_columns; i++)
+        column_free(b->columns[i]);
+    firn_free(b->columns);
+    firn_free(b->ops);
+    firn_free(b->lsns);
+    firn_free(b);
+}
+
+void firn_batch_reset(firn_batch *b)
+{
+    for (size_t i = 0; i < b->n_columns; i++)
+        column_reset(b->columns[i]);
+    b->rows = 0;
+}
+
+const firn_field *firn_batch_schema(const firn_batch *b)
+{
+    return b->schema;
+}
+
+size_t firn_batch_rows(const firn_batch *b)
+{
+    return b->rows;
+}
+
+size_t firn_batch_columns(const firn_batch *b)
+{
+    return b->n_columns;
+}
+
+firn_column *firn_batch_column(firn_batch *b, size_t i)
+{
+    FIRN_ASSERT(i < b->n_columns);
+    return b->columns[i];
+}
+
+firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *err)
+{
+    for (size_t i = 0; i < b->n_columns; i++) {
+        if (b->columns[i]->length != b->rows + 1)
+            return firn_err_set(err, FIRN_ERR_INTERNAL,
+                                "column \"%s\" has %zu values, expected %zu",
+                                b->columns[i]->field->name, b->columns[i]->length, b->rows + 1);
+    }
+    if (b->rows == b->rows_cap) {
+        b->rows_cap = b->rows_cap ? b->rows_cap * 2 : 64;
+        b->ops = firn_realloc(b->ops, b->rows_cap);
+        b->lsns = firn_reallocarray(b->lsns, b->rows_cap, sizeof(uint64_t));
+    }
+    b->ops[b->rows] = (uint8_t)op;
+    b->lsns[b->rows] = lsn;
+    b->rows++;
+    return FIRN_OK;
+}
+
+firn_op firn_batch_op(const firn_batch *b, size_t i)
+{
+    FIRN_ASSERT(i < b->rows);
+    return (firn_op)b->ops[i];
+}
+
+uint64_t firn_batch_lsn(const firn_batch *b, size_t i)
+{
+    FIRN_ASSERT(i < b->rows);
+    return b->lsns[i];
+}
+
+size_t firn_batch_bytes(const firn_batch *b)
+{
+    size_t n = b->rows * (1 + sizeof(uint64_t));
+    for (size_t i = 0; i < b->n_columns; i++)
+        n += column_bytes(b->columns[i]);
+    return n;
+}
