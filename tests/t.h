@@ -137,7 +137,10 @@ static inline int t_run(const t_case *cases, size_t n, int argc, char **argv)
     return failed ? 1 : 0;
 }
 
-#define T_CASE(name) {#name, name}
+#define T_CASE(name)                                                                               \
+    {                                                                                              \
+#name, name                                                                                \
+    }
 #define T_MAIN(...)                                                                                \
     int main(int argc, char **argv)                                                                \
     {                                                                                              \

@@ -40,22 +40,22 @@ typedef enum firn_type {
  * Owned by whoever built it (firn_field_free frees a tree built with firn_field_new/_add). */
 typedef struct firn_field firn_field;
 struct firn_field {
-    int32_t id;         /* Iceberg field id (element-id/key-id/value-id for list/map children) */
-    char *name;         /* owned; "element", "key", "value" for list/map children */
-    bool required;      /* Iceberg "required" (element-required / value-required for children) */
-    firn_type type;     /* FIRN_TYPE_* */
-    int32_t precision;  /* decimal only: 1..38 */
-    int32_t scale;      /* decimal only: 0..precision */
-    int32_t length;     /* fixed only: bytes */
-    size_t n_children;  /* struct: fields; list: 1; map: 2 */
+    int32_t id;        /* Iceberg field id (element-id/key-id/value-id for list/map children) */
+    char *name;        /* owned; "element", "key", "value" for list/map children */
+    bool required;     /* Iceberg "required" (element-required / value-required for children) */
+    firn_type type;    /* FIRN_TYPE_* */
+    int32_t precision; /* decimal only: 1..38 */
+    int32_t scale;     /* decimal only: 0..precision */
+    int32_t length;    /* fixed only: bytes */
+    size_t n_children; /* struct: fields; list: 1; map: 2 */
     firn_field **children;
 };
 
 /** Returns a new owned field (name copied). Free with firn_field_free. */
 firn_field *firn_field_new(int32_t id, const char *name, firn_type type, bool required);
 /** Returns a new decimal(precision, scale) field. */
-firn_field *firn_field_new_decimal(int32_t id, const char *name, int32_t precision,
-                                   int32_t scale, bool required);
+firn_field *firn_field_new_decimal(
+    int32_t id, const char *name, int32_t precision, int32_t scale, bool required);
 /** Returns a new fixed(length) field. */
 firn_field *firn_field_new_fixed(int32_t id, const char *name, int32_t length, bool required);
 /** Appends child to parent (a struct, list or map); parent takes ownership of child. */

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FIRN_MUST_CHECK __attribute__((warn_unused_result))
+#define FIRN_MUST_CHECK   __attribute__((warn_unused_result))
 #define FIRN_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#define FIRN_NORETURN __attribute__((noreturn))
+#define FIRN_NORETURN     __attribute__((noreturn))
 
 /* ------------------------------------------------------------------------------------------------
  * Errors (STYLE.md §4)
@@ -20,26 +20,26 @@
 /* X(name, class, message). class: P permanent, T transient (retry), U unknown outcome. */
 #define FIRN_RC_MAP(X)                                                                             \
     X(OK, P, "success")                                                                            \
-    X(ERR_INVALID, P, "invalid argument")                                                         \
-    X(ERR_PARSE, P, "malformed input")                                                            \
-    X(ERR_TOO_LARGE, P, "size limit exceeded")                                                    \
-    X(ERR_UNSUPPORTED, P, "unsupported feature or type")                                          \
-    X(ERR_NOT_FOUND, P, "object not found")                                                       \
-    X(ERR_EXISTS, P, "object already exists")                                                     \
-    X(ERR_CONFIG, P, "invalid configuration")                                                     \
-    X(ERR_AUTH, P, "authentication failed")                                                       \
-    X(ERR_PERMISSION, P, "permission denied")                                                     \
-    X(ERR_PROTOCOL, P, "protocol violation")                                                      \
-    X(ERR_SCHEMA, P, "incompatible schema change")                                                \
-    X(ERR_IO, P, "input/output error")                                                            \
-    X(ERR_SOURCE, P, "source database error")                                                     \
-    X(ERR_INTERNAL, P, "internal error")                                                          \
-    X(ERR_CANCELLED, P, "operation cancelled")                                                    \
-    X(ERR_NETWORK, T, "network error")                                                            \
-    X(ERR_TIMEOUT, T, "operation timed out")                                                      \
-    X(ERR_UNAVAILABLE, T, "service unavailable")                                                  \
-    X(ERR_CONFLICT, T, "commit conflict")                                                         \
-    X(ERR_THROTTLED, T, "request throttled")                                                      \
+    X(ERR_INVALID, P, "invalid argument")                                                          \
+    X(ERR_PARSE, P, "malformed input")                                                             \
+    X(ERR_TOO_LARGE, P, "size limit exceeded")                                                     \
+    X(ERR_UNSUPPORTED, P, "unsupported feature or type")                                           \
+    X(ERR_NOT_FOUND, P, "object not found")                                                        \
+    X(ERR_EXISTS, P, "object already exists")                                                      \
+    X(ERR_CONFIG, P, "invalid configuration")                                                      \
+    X(ERR_AUTH, P, "authentication failed")                                                        \
+    X(ERR_PERMISSION, P, "permission denied")                                                      \
+    X(ERR_PROTOCOL, P, "protocol violation")                                                       \
+    X(ERR_SCHEMA, P, "incompatible schema change")                                                 \
+    X(ERR_IO, P, "input/output error")                                                             \
+    X(ERR_SOURCE, P, "source database error")                                                      \
+    X(ERR_INTERNAL, P, "internal error")                                                           \
+    X(ERR_CANCELLED, P, "operation cancelled")                                                     \
+    X(ERR_NETWORK, T, "network error")                                                             \
+    X(ERR_TIMEOUT, T, "operation timed out")                                                       \
+    X(ERR_UNAVAILABLE, T, "service unavailable")                                                   \
+    X(ERR_CONFLICT, T, "commit conflict")                                                          \
+    X(ERR_THROTTLED, T, "request throttled")                                                       \
     X(ERR_UNKNOWN_OUTCOME, U, "commit outcome unknown")
 
 /** Return codes of every fallible firn function. FIRN_OK is 0; everything else is an error. */
@@ -318,8 +318,7 @@ void firn_log_set_fd(int fd);
 bool firn_log_enabled(firn_log_level level, const char *comp);
 /** Writes one event whose message is formatted from fmt; use FIRN_LOG, which skips formatting
  * when the level is off. Thread-safe (one write(2) per line). */
-void firn_log_write(firn_log_level level, const char *comp, const char *fmt, ...)
-    FIRN_PRINTF(3, 4);
+void firn_log_write(firn_log_level level, const char *comp, const char *fmt, ...) FIRN_PRINTF(3, 4);
 /** Writes one event with a plain message and extra fields given as key, value strings ending
  * with NULL: firn_log_event(FIRN_LOG_INFO, "engine", "committed", "table", t, "rows", n, NULL).
  * Values are quoted as needed. Thread-safe (one write(2) per line). */

@@ -13,14 +13,14 @@ struct firn_column {
     const firn_field *field;
     size_t length;
     size_t null_count;
-    size_t width;         /* bytes per fixed-width value, 0 otherwise */
-    uint8_t *validity;    /* NULL until the first null */
-    size_t validity_cap;  /* bytes */
-    uint8_t *values;      /* fixed-width values */
-    size_t values_cap;    /* slots */
-    uint32_t *offsets;    /* length + 1 entries for string/binary/list/map */
-    size_t offsets_cap;   /* entries */
-    firn_buf data;        /* string/binary bytes */
+    size_t width;        /* bytes per fixed-width value, 0 otherwise */
+    uint8_t *validity;   /* NULL until the first null */
+    size_t validity_cap; /* bytes */
+    uint8_t *values;     /* fixed-width values */
+    size_t values_cap;   /* slots */
+    uint32_t *offsets;   /* length + 1 entries for string/binary/list/map */
+    size_t offsets_cap;  /* entries */
+    firn_buf data;       /* string/binary bytes */
     size_t n_children;
     firn_column **children;
     bool list_open;
@@ -112,7 +112,7 @@ static void set_valid(firn_column *c, bool valid)
         if (valid)
             c->validity[i / 8] |= (uint8_t)(1u << (i % 8));
         else
-            c->validity[i / 8] &= (uint8_t)~(1u << (i % 8));
+            c->validity[i / 8] &= (uint8_t) ~(1u << (i % 8));
     }
     if (!valid)
         c->null_count++;

@@ -15,8 +15,8 @@ firn_field *firn_field_new(int32_t id, const char *name, firn_type type, bool re
     return f;
 }
 
-firn_field *firn_field_new_decimal(int32_t id, const char *name, int32_t precision,
-                                   int32_t scale, bool required)
+firn_field *firn_field_new_decimal(
+    int32_t id, const char *name, int32_t precision, int32_t scale, bool required)
 {
     FIRN_ASSERT(precision >= 1 && precision <= 38 && scale >= 0 && scale <= precision);
     firn_field *f = firn_field_new(id, name, FIRN_TYPE_DECIMAL, required);

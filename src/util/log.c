@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_COMPS_MAX 16
+#define LOG_COMPS_MAX     16
 #define LOG_COMP_NAME_MAX 16
-#define LOG_LINE_MAX 4096
+#define LOG_LINE_MAX      4096
 
 typedef struct log_comp {
     char name[LOG_COMP_NAME_MAX];
@@ -38,8 +38,12 @@ static bool parse_level(const char *s, size_t len, firn_log_level *out)
     return false;
 }
 
-static firn_rc apply_item(const char *item, size_t len, firn_log_level *level, log_comp *comps,
-                          size_t *n_comps, firn_err *err)
+static firn_rc apply_item(const char *item,
+                          size_t len,
+                          firn_log_level *level,
+                          log_comp *comps,
+                          size_t *n_comps,
+                          firn_err *err)
 {
     const char *eq = memchr(item, '=', len);
     log_comp c = {{0}, FIRN_LOG_OFF};
@@ -55,8 +59,7 @@ static firn_rc apply_item(const char *item, size_t len, firn_log_level *level, l
                                 item);
     } else {
         if (!parse_level(item, len, level))
-            return firn_err_set(err, FIRN_ERR_CONFIG, "unknown log level \"%.*s\"", (int)len,
-                                item);
+            return firn_err_set(err, FIRN_ERR_CONFIG, "unknown log level \"%.*s\"", (int)len, item);
         return FIRN_OK;
     }
     if (name_len == 0 || name_len >= LOG_COMP_NAME_MAX || *n_comps == LOG_COMPS_MAX)

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Local FileIO: paths and file:// URIs; write to a temporary name, fsync, then link into place
+ * so a file appears complete or not at all and is never replaced. */
+#include "firn/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct local_writer {
+    firn_io_writer base;
+    int fd;
+    char path[PATH_MAX];
+    char tmp_path[PATH_MAX];
+} local_writer;
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+firn_rc firn_io_local_path(const char *location, char *out, size_t out_cap, firn_err *err)
+{
+    const char *p = location;
+    bool uri = false;
+    if (strncmp(p, "file://", 7) == 0) {
+        p += 7;
+        uri = true;
+        if (strncmp(p, "localhost/", 10) == 0)
+            p += 9;
+    } else if (strstr(p, "://")) {
+        return firn_err_set(err, FIRN_ERR_INVALID, "location \"%s\" is not a local path", location);
+    }
+    if (*p != '/')
+        return firn_err_set(err, FIRN_ERR_INVALID, "location \"%s\" is not an absolute path",
+                            location);
+    size_t n = 0;
+    for (; *p; p++) {
+        char c = *p;
+        if (uri && c == '%') {
+            int hi = hexval(p[1]), lo = hi >= 0 ? hexval(p[2]) : -1;
+            if (lo < 0)
+                return firn_err_set(err, FIRN_ERR_INVALID, "bad percent-escape in \"%s\"",
+                                    location);
+            c = (char)(hi * 16 + lo);
+            p += 2;
+        }
+        if (n + 1 >= out_cap)
+            return firn_err_set(err, FIRN_ERR_TOO_LARGE, "location \"%s\" is too long", location);
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return FIRN_OK;
+}
+
+/* Creates every missing folder above path (mkdir -p of its dirname). */
+static firn_rc make_parents(const char *path, firn_err *err)
+{
+    char dir[PATH_MAX];
+    size_t len = strlen(path);
+    FIRN_ASSERT(len < sizeof(dir));
+    memcpy(dir, path, len + 1);
+    for (char *s = dir + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create folder \"%s\"",
+                                      dir);
+        *s = '/';
+    }
+    return FIRN_OK;
+}
+
+static firn_rc errno_rc(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return FIRN_ERR_NOT_FOUND;
+    case EEXIST:
+        return FIRN_ERR_EXISTS;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return FIRN_ERR_PERMISSION;
+    default:
+        return FIRN_ERR_IO;
+    }
+}
+
+static firn_rc local_create(firn_io *io, const char *location, firn_io_writer **out, firn_err *err)
+{
+    local_writer *w = firn_calloc(1, sizeof(*w));
+    w->base.io = io;
+    w->fd = -1;
+    firn_rc rc = firn_io_local_path(location, w->path, sizeof(w->path), err);
+    if (rc)
+        goto fail;
+    rc = make_parents(w->path, err);
+    if (rc)
+        goto fail;
+    const char *slash = strrchr(w->path, '/');
+    uint8_t rnd[16];
+    char hex[37];
+    firn_uuid_v4(rnd);
+    firn_uuid_format(rnd, hex);
+    int n = snprintf(w->tmp_path, sizeof(w->tmp_path), "%.*s/.%s.%s.tmp", (int)(slash - w->path),
+                     w->path, slash + 1, hex);
+    if (n < 0 || (size_t)n >= sizeof(w->tmp_path)) {
+        rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "path \"%s\" is too long", w->path);
+        goto fail;
+    }
+    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int e = errno;
+        rc = firn_err_set_errno(err, errno_rc(e), e, "could not create file \"%s\"", w->tmp_path);
+        goto fail;
+    }
+    *out = &w->base;
+    return FIRN_OK;
+fail:
+    firn_free(w);
+    return rc;
+}
+
+static firn_rc local_write(firn_io_writer *base, const void *p, size_t len, firn_err *err)
+{
+    local_writer *w = (local_writer *)base;
+    const uint8_t *b = p;
+    while (len > 0) {
+        ssize_t n = write(w->fd, b, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            return firn_err_set_errno(err, errno_rc(e), e, "could not write file \"%s\"",
+                                      w->tmp_path);
+        }
+        b += n;
+        len -= (size_t)n;
+        w->base.bytes_written += (uint64_t)n;
+    }
+    return FIRN_OK;
+}
+
+static void local_abort(firn_io_writer *base)
+{
+    local_writer *w = (local_writer *)base;
+    if (w->fd >= 0)
+        close(w->fd);
+    unlink(w->tmp_path);
+    firn_free(w);
+}
+
+static firn_rc local_close(firn_io_writer *base, uint64_t *out_size, firn_err *err)
+{
+    local_writer *w = (local_writer *)base;
+    firn_rc rc = FIRN_OK;
+    if (fsync(w->fd) != 0) {
+        int e = errno;
+        rc = firn_err_set_errno(err, FIRN_ERR_IO, e, "could not sync file \"%s\"", w->tmp_path);
+        goto out;
+    }
+    /* link(2) fails with EEXIST instead of replacing, unlike rename(2). */
+    if (link(w->tmp_path, w->path) != 0) {
+        int e = errno;
+        rc = firn_err_set_errno(err, errno_rc(e), e, "could not publish file \"%s\"", w->path);
+        goto out;
+    }
+    if (out_size)
+        *out_size = w->base.bytes_written;
+out:
+    local_abort(base);
+    return rc;
+}
+
+static firn_rc
+local_open_read(const char *location, int *out_fd, char *path, size_t cap, firn_err *err)
+{
+    FIRN_TRY(firn_io_local_path(location, path, cap, err));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return firn_err_set_errno(err, errno_rc(e), e, "could not open file \"%s\"", path);
+    }
+    *out_fd = fd;
+    return FIRN_OK;
+}
+
+static firn_rc read_fd(
+    int fd, const char *path, uint64_t offset, size_t len, bool exact, firn_buf *out, firn_err *err)
+{
+    uint8_t chunk[65536];
+    size_t got = 0;
+    while (got < len) {
+        size_t want = len - got < sizeof(chunk) ? len - got : sizeof(chunk);
+        ssize_t n = pread(fd, chunk, want, (off_t)(offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            return firn_err_set_errno(err, FIRN_ERR_IO, e, "could not read file \"%s\"", path);
+        }
+        if (n == 0)
+            break;
+        if (firn_buf_append(out, chunk, (size_t)n))
+            return firn_err_set(err, FIRN_ERR_TOO_LARGE, "file \"%s\" is too large to read", path);
+        got += (size_t)n;
+    }
+    if (exact && got < len)
+        return firn_err_set(err, FIRN_ERR_IO, "file \"%s\" is shorter than %llu bytes", path,
+                            (unsigned long long)(offset + len));
+    return FIRN_OK;
+}
+
+static firn_rc local_read(firn_io *io, const char *location, firn_buf *out, firn_err *err)
+{
+    (void)io;
+    char path[PATH_MAX];
+    int fd;
+    FIRN_TRY(local_open_read(location, &fd, path, sizeof(path), err));
+    firn_rc rc = read_fd(fd, path, 0, SIZE_MAX, false, out, err);
+    close(fd);
+    return rc;
+}
+
+static firn_rc local_read_range(
+    firn_io *io, const char *location, uint64_t offset, size_t len, firn_buf *out, firn_err *err)
+{
+    (void)io;
+    char path[PATH_MAX];
+    int fd;
+    FIRN_TRY(local_open_read(location, &fd, path, sizeof(path), err));
+    firn_rc rc = read_fd(fd, path, offset, len, true, out, err);
+    close(fd);
+    return rc;
+}
+
+static firn_rc local_size(firn_io *io, const char *location, uint64_t *out, firn_err *err)
+{
+    (void)io;
+    char path[PATH_MAX];
+    FIRN_TRY(firn_io_local_path(location, path, sizeof(path), err));
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        return firn_err_set_errno(err, errno_rc(e), e, "could not stat file \"%s\"", path);
+    }
+    *out = (uint64_t)st.st_size;
+    return FIRN_OK;
+}
+
+static firn_rc local_remove(firn_io *io, const char *location, firn_err *err)
+{
+    (void)io;
+    char path[PATH_MAX];
+    FIRN_TRY(firn_io_local_path(location, path, sizeof(path), err));
+    if (unlink(path) != 0) {
+        int e = errno;
+        return firn_err_set_errno(err, errno_rc(e), e, "could not remove file \"%s\"", path);
+    }
+    return FIRN_OK;
+}
+
+static void local_destroy(firn_io *io)
+{
+    firn_free(io);
+}
+
+static const firn_io_vtable local_vt = {
+    "file",     local_create,     local_write, local_close,  local_abort,
+    local_read, local_read_range, local_size,  local_remove, local_destroy,
+};
+
+firn_io *firn_io_local_new(void)
+{
+    firn_io *io = firn_calloc(1, sizeof(*io));
+    io->vt = &local_vt;
+    return io;
+}
