@@ -206,7 +206,7 @@ cmd_run() {
     eval "$(env_lines)"
     # Run CMD in the background so that a signal to this script is handled at once (bash defers
     # traps until a foreground child exits); the trap then stops CMD and the cluster.
-    "$@" &
+    "$@" <&0 &
     child=$!
     local rc=0
     wait "$child" || rc=$?

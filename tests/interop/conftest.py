@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared fixtures for the interop tests: a throwaway PostgreSQL cluster, the firn binary and
+build folder, and DuckDB connections with the iceberg extension loaded offline.
+
+The `pg` fixture reuses the cluster exported by `tests/harness/pg_cluster.sh run` (FIRN_TEST_PGURI)
+when there is one, and otherwise starts its own with `pg_cluster.sh start` for the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PG_CLUSTER = REPO / "tests" / "harness" / "pg_cluster.sh"
+
+PW_ROLE = "firn_pw"
+PW_SECRET = "firn_pw_secret"
+
+
+@dataclass(frozen=True)
+class PgCluster:
+    """Where the test cluster listens. `uri` is the superuser URI over 127.0.0.1 (trust auth)."""
+
+    host: str
+    port: int
+    user: str
+    dbname: str
+    sockdir: str | None = None
+
+    @property
+    def uri(self) -> str:
+        return self.uri_for()
+
+    @property
+    def dsn(self) -> str:
+        return self.uri
+
+    def uri_for(self, dbname: str | None = None, user: str | None = None,
+                password: str | None = None) -> str:
+        auth = user or self.user
+        if password is not None:
+            auth += ":" + password
+        return f"postgresql://{auth}@{self.host}:{self.port}/{dbname or self.dbname}"
+
+    def connect(self, dbname: str | None = None, user: str | None = None,
+                password: str | None = None, autocommit: bool = True, **kwargs):
+        """Open a psycopg connection over TCP (autocommit by default); the caller closes it."""
+        import psycopg
+
+        params = dict(host=self.host, port=self.port, user=user or self.user,
+                      dbname=dbname or self.dbname, connect_timeout=10)
+        if password is not None:
+            params["password"] = password
+        params.update(kwargs)
+        return psycopg.connect(autocommit=autocommit, **params)
+
+
+def _from_env() -> PgCluster | None:
+    uri = os.environ.get("FIRN_TEST_PGURI")
+    if not uri:
+        return None
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(uri)
+    return PgCluster(host=str(info.get("host", "127.0.0.1")), port=int(info.get("port", 5432)),
+                     user=str(info.get("user", os.environ.get("PGUSER", ""))),
+                     dbname=str(info.get("dbname", "postgres")),
+                     sockdir=os.environ.get("FIRN_TEST_PGSOCKDIR"))
+
+
+def _parse_exports(text: str) -> dict[str, str]:
+    env = {}
+    for line in text.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, _, value = line[len("export "):].partition("=")
+            env[key] = value
+    return env
+
+
+@pytest.fixture(scope="session")
+def pg(request) -> PgCluster:
+    """The session's PostgreSQL 15 cluster (wal_level=logical, role firn_pw for password tests)."""
+    cluster = _from_env()
+    if cluster is not None:
+        return cluster
+    handle = Path(tempfile.mkdtemp(prefix="firn-pytest-pg.")) / "cluster"
+    proc = subprocess.run(["bash", str(PG_CLUSTER), "start", str(handle)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+
+    def stop():
+        subprocess.run(["bash", str(PG_CLUSTER), "stop", str(handle)], check=False, timeout=60)
+        shutil.rmtree(handle.parent, ignore_errors=True)
+
+    request.addfinalizer(stop)
+    if proc.returncode != 0:
+        pytest.fail(f"pg_cluster.sh start failed ({proc.returncode}):\n{proc.stderr}", pytrace=False)
+    env = _parse_exports(proc.stdout)
+    return PgCluster(host=env["PGHOST"], port=int(env["PGPORT"]), user=env["PGUSER"],
+                     dbname=env["PGDATABASE"], sockdir=env.get("FIRN_TEST_PGSOCKDIR"))
+
+
+@pytest.fixture
+def pg_db(pg: PgCluster):
+    """A fresh, empty database for one test (dropped afterwards); yields its name."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with pg.connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with pg.connect() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _repo_path(value: str) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else REPO / path
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> Path:
+    """The CMake build folder (FIRN_BUILD_DIR, default build/asan)."""
+    return _repo_path(os.environ.get("FIRN_BUILD_DIR", "build/asan"))
+
+
+@pytest.fixture(scope="session")
+def firn_bin() -> Path:
+    """The firn executable (FIRN_BIN, default build/asan/src/cli/firn); fails if it is missing."""
+    path = _repo_path(os.environ.get("FIRN_BIN", "build/asan/src/cli/firn"))
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"firn binary not found at {path}: build it (cmake --build --preset asan) "
+                    "or set FIRN_BIN", pytrace=False)
+    return path
+
+
+def duckdb_connect(database: str = ":memory:"):
+    """A DuckDB connection with the iceberg (and avro) extensions loaded from their PyPI packages,
+    never downloading anything. The caller closes it."""
+    import duckdb
+    from duckdb_extensions import import_extension
+
+    con = duckdb.connect(database, config={"autoinstall_known_extensions": False})
+    for name in ("avro", "iceberg"):
+        import_extension(name, con=con)
+        con.execute(f"LOAD {name}")
+    return con
+
+
+@pytest.fixture
+def duck():
+    """A DuckDB connection with iceberg loaded (see duckdb_connect)."""
+    con = duckdb_connect()
+    yield con
+    con.close()
