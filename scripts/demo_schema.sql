@@ -1,5 +1,6 @@
 -- SPDX-License-Identifier: Apache-2.0
 -- Sample schema for scripts/demo.sh: three related tables with varied column types.
+SET client_min_messages = warning;
 BEGIN;
 
 DROP TABLE IF EXISTS orders, products, customers;
