@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Column batches: flat and nested appends, validity, offsets, row metadata, reset. */
+#include "firn/batch.h"
+#include "t.h"
+
+static firn_field *make_schema(void)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "id", FIRN_TYPE_LONG, true));
+    firn_field_add(s, firn_field_new(2, "name", FIRN_TYPE_STRING, false));
+    firn_field_add(s, firn_field_new_decimal(3, "amount", 38, 2, false));
+    firn_field *tags = firn_field_new(4, "tags", FIRN_TYPE_LIST, false);
+    firn_field_add(tags, firn_field_new(5, "element", FIRN_TYPE_INT, false));
+    firn_field_add(s, tags);
+    firn_field *pt = firn_field_new(6, "pt", FIRN_TYPE_STRUCT, false);
+    firn_field_add(pt, firn_field_new(7, "x", FIRN_TYPE_DOUBLE, true));
+    firn_field_add(s, pt);
+    return s;
+}
+
+T_TEST(flat_and_nested_rows)
+{
+    firn_field *schema = make_schema();
+    firn_batch *b = firn_batch_new(schema);
+    firn_err err = {0};
+    T_EQ_UINT(firn_batch_columns(b), 5);
+    /* row 0: all values */
+    firn_column_append_i64(firn_batch_column(b, 0), 1);
+    firn_column_append_bytes(firn_batch_column(b, 1), "héllo", strlen("héllo"));
+    firn_column_append_i128(firn_batch_column(b, 2), -1, (uint64_t)-12345);
+    firn_column *tags = firn_batch_column(b, 3);
+    firn_column_list_begin(tags);
+    firn_column_append_i32(firn_column_child(tags, 0), 10);
+    firn_column_append_null(firn_column_child(tags, 0));
+    firn_column_list_end(tags);
+    firn_column *pt = firn_batch_column(b, 4);
+    firn_column_append_double(firn_column_child(pt, 0), 2.5);
+    firn_column_struct_end(pt);
+    T_OK_ERR(firn_batch_end_row(b, FIRN_OP_INSERT, 100, &err), &err);
+    /* row 1: nulls and an empty list */
+    firn_column_append_i64(firn_batch_column(b, 0), 2);
+    firn_column_append_null(firn_batch_column(b, 1));
+    firn_column_append_null(firn_batch_column(b, 2));
+    firn_column_list_begin(tags);
+    firn_column_list_end(tags);
+    firn_column_append_null(pt);
+    T_OK_ERR(firn_batch_end_row(b, FIRN_OP_DELETE, 200, &err), &err);
+
+    T_EQ_UINT(firn_batch_rows(b), 2);
+    T_EQ_INT(firn_batch_op(b, 1), FIRN_OP_DELETE);
+    T_EQ_UINT(firn_batch_lsn(b, 0), 100);
+    const int64_t *ids = firn_column_values(firn_batch_column(b, 0));
+    T_EQ_INT(ids[0], 1);
+    T_EQ_INT(ids[1], 2);
+    T_TRUE(firn_column_validity(firn_batch_column(b, 0)) == NULL);
+    firn_column *name = firn_batch_column(b, 1);
+    const uint32_t *off = firn_column_offsets(name);
+    T_EQ_UINT(off[0], 0);
+    T_EQ_UINT(off[1], strlen("héllo"));
+    T_EQ_UINT(off[2], strlen("héllo"));
+    T_EQ_MEM(firn_column_data(name), "héllo", strlen("héllo"));
+    T_TRUE(firn_column_is_valid(name, 0));
+    T_FALSE(firn_column_is_valid(name, 1));
+    T_EQ_UINT(firn_column_null_count(name), 1);
+    const uint64_t *dec = firn_column_values(firn_batch_column(b, 2));
+    T_EQ_UINT(dec[0], (uint64_t)-12345);
+    T_EQ_INT((int64_t)dec[1], -1);
+    const uint32_t *toff = firn_column_offsets(tags);
+    T_EQ_UINT(toff[1], 2);
+    T_EQ_UINT(toff[2], 2);
+    T_EQ_UINT(firn_column_length(firn_column_child(tags, 0)), 2);
+    T_FALSE(firn_column_is_valid(firn_column_child(tags, 0), 1));
+    /* A null struct also appends a null to each child, keeping lengths aligned. */
+    T_EQ_UINT(firn_column_length(firn_column_child(pt, 0)), 2);
+    T_FALSE(firn_column_is_valid(pt, 1));
+    T_TRUE(firn_batch_bytes(b) > 0);
+
+    firn_batch_reset(b);
+    T_EQ_UINT(firn_batch_rows(b), 0);
+    T_EQ_UINT(firn_column_length(name), 0);
+    T_EQ_UINT(firn_column_null_count(name), 0);
+    firn_batch_free(b);
+    firn_field_free(schema);
+}
+
+T_TEST(end_row_checks_lengths)
+{
+    firn_field *schema = make_schema();
+    firn_batch *b = firn_batch_new(schema);
+    firn_err err = {0};
+    firn_column_append_i64(firn_batch_column(b, 0), 1);
+    T_EQ_INT(firn_batch_end_row(b, FIRN_OP_INSERT, 1, &err), FIRN_ERR_INTERNAL);
+    T_EQ_STR(err.msg, "column \"name\" has 0 values, expected 1");
+    firn_batch_free(b);
+    firn_field_free(schema);
+}
+
+T_TEST(many_rows_validity_growth)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "v", FIRN_TYPE_INT, false));
+    firn_batch *b = firn_batch_new(s);
+    firn_err err = {0};
+    for (int i = 0; i < 100000; i++) {
+        if (i % 3 == 0 && i > 1000)
+            firn_column_append_null(firn_batch_column(b, 0));
+        else
+            firn_column_append_i32(firn_batch_column(b, 0), i);
+        T_OK(firn_batch_end_row(b, FIRN_OP_READ, 0, &err));
+    }
+    firn_column *c = firn_batch_column(b, 0);
+    const int32_t *v = firn_column_values(c);
+    size_t nulls = 0;
+    for (int i = 0; i < 100000; i++) {
+        bool expect_null = i % 3 == 0 && i > 1000;
+        T_EQ_INT(firn_column_is_valid(c, (size_t)i), !expect_null);
+        if (!expect_null)
+            T_EQ_INT(v[i], i);
+        nulls += expect_null;
+    }
+    T_EQ_UINT(firn_column_null_count(c), nulls);
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
+T_TEST(type_names_and_sizes)
+{
+    char name[32];
+    firn_field *d = firn_field_new_decimal(1, "d", 9, 2, true);
+    firn_type_format(d, name, sizeof(name));
+    T_EQ_STR(name, "decimal(9,2)");
+    T_EQ_UINT(firn_type_value_size(d), 8);
+    firn_field *f = firn_field_new_fixed(2, "f", 7, true);
+    firn_type_format(f, name, sizeof(name));
+    T_EQ_STR(name, "fixed[7]");
+    T_EQ_UINT(firn_type_value_size(f), 7);
+    firn_field *c = firn_field_clone(f);
+    T_EQ_STR(c->name, "f");
+    T_EQ_INT(c->length, 7);
+    firn_field_free(c);
+    firn_field_free(f);
+    firn_field_free(d);
+}
+
+T_MAIN(T_CASE(flat_and_nested_rows),
+       T_CASE(end_row_checks_lengths),
+       T_CASE(many_rows_validity_growth),
+       T_CASE(type_names_and_sizes))

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Error codes, classes, messages and context. */
+#include "firn/util.h"
+#include "t.h"
+
+#include <errno.h>
+
+T_TEST(codes_have_names_and_classes)
+{
+    T_EQ_INT(FIRN_OK, 0);
+    T_EQ_STR(firn_rc_name(FIRN_ERR_PARSE), "FIRN_ERR_PARSE");
+    T_EQ_STR(firn_rc_message(FIRN_ERR_CONFLICT), "commit conflict");
+    T_TRUE(firn_rc_is_transient(FIRN_ERR_CONFLICT));
+    T_TRUE(firn_rc_is_transient(FIRN_ERR_UNAVAILABLE));
+    T_FALSE(firn_rc_is_transient(FIRN_ERR_CONFIG));
+    T_FALSE(firn_rc_is_transient(FIRN_ERR_UNKNOWN_OUTCOME));
+    T_EQ_INT(firn_rc_classify(FIRN_ERR_UNKNOWN_OUTCOME), FIRN_RC_CLASS_UNKNOWN);
+    T_EQ_STR(firn_rc_name((firn_rc)9999), "FIRN_ERR_UNKNOWN_CODE");
+    for (int rc = 0; rc < FIRN_RC_COUNT; rc++) {
+        T_TRUE(firn_rc_name((firn_rc)rc)[0] != '\0');
+        T_TRUE(firn_rc_message((firn_rc)rc)[0] != '\0');
+    }
+}
+
+static firn_rc inner(firn_err *err)
+{
+    return firn_err_set(err, FIRN_ERR_NOT_FOUND, "table \"%s\" does not exist", "orders");
+}
+
+static firn_rc outer(firn_err *err)
+{
+    FIRN_TRY(inner(err));
+    return FIRN_OK;
+}
+
+T_TEST(set_try_and_context)
+{
+    firn_err err = {0};
+    T_EQ_INT(outer(&err), FIRN_ERR_NOT_FOUND);
+    T_EQ_INT(err.code, FIRN_ERR_NOT_FOUND);
+    firn_err_context(&err, "while committing table \"%s\"", "orders");
+    T_EQ_STR(err.msg, "table \"orders\" does not exist (while committing table \"orders\")");
+    firn_err_clear(&err);
+    T_EQ_INT(err.code, FIRN_OK);
+    T_EQ_STR(err.msg, "");
+    /* Context on a cleared error is ignored; NULL err accepted everywhere. */
+    firn_err_context(&err, "ignored");
+    T_EQ_STR(err.msg, "");
+    T_EQ_INT(firn_err_set(NULL, FIRN_ERR_IO, "x"), FIRN_ERR_IO);
+}
+
+T_TEST(errno_message_and_truncation)
+{
+    firn_err err = {0};
+    firn_err_set_errno(&err, FIRN_ERR_IO, ENOENT, "could not open file \"%s\"", "/x");
+    T_EQ_STR(err.msg, "could not open file \"/x\": No such file or directory");
+    T_EQ_INT(err.sys_errno, ENOENT);
+    char big[600];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    firn_err_set(&err, FIRN_ERR_PARSE, "%s", big);
+    T_EQ_UINT(strlen(err.msg), FIRN_ERR_MSG_MAX - 1);
+    firn_err_context(&err, "more");
+    T_EQ_UINT(strlen(err.msg), FIRN_ERR_MSG_MAX - 1);
+}
+
+T_MAIN(T_CASE(codes_have_names_and_classes),
+       T_CASE(set_try_and_context),
+       T_CASE(errno_message_and_truncation))
