@@ -111,7 +111,7 @@ start_server() {
     as_pg "$PG_BINDIR/pg_ctl" -D "$root/data" -l "$root/server.log" -o "-p $port" -W start >/dev/null
     deadline=$((SECONDS + START_TIMEOUT_S))
     while ((SECONDS < deadline)); do
-        if "$PG_BINDIR/pg_isready" -q -h 127.0.0.1 -p "$port" -d postgres -U "$test_user"; then
+        if "$PG_BINDIR/pg_isready" -q -t 1 -h 127.0.0.1 -p "$port" -d postgres -U "$test_user"; then
             return 0
         fi
         if ! as_pg "$PG_BINDIR/pg_ctl" -D "$root/data" status >/dev/null 2>&1; then
