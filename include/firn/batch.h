@@ -167,4 +167,22 @@ firn_column *firn_column_child(firn_column *c, size_t i);
 /** Number of children (0 for primitive columns). */
 size_t firn_column_children(const firn_column *c);
 
+/* ------------------------------------------------------------------------------------------------
+ * Row selection and keys (used by the engine to fold changes by primary key)
+ * ----------------------------------------------------------------------------------------------*/
+
+/** Appends rows rows[0..n) of src, in that order, to dst (same schema, asserted), with their
+ * operations and positions. Copies values; src is unchanged. */
+void firn_batch_append_rows(firn_batch *dst, const firn_batch *src, const uint32_t *rows, size_t n);
+/** Appends the canonical encoding of the values of row `row` in the top-level columns
+ * cols[0..n_cols) to out: per column a tag byte (0 null, 1 value), then fixed-width values as
+ * stored, variable-length values as a 4-byte little-endian length and the bytes. Two rows have
+ * equal encodings exactly when their key values are equal. Nested key columns are not allowed
+ * (asserted). FIRN_ERR_TOO_LARGE when out is full. */
+FIRN_MUST_CHECK firn_rc firn_batch_key_encode(
+    const firn_batch *b, size_t row, const uint32_t *cols, size_t n_cols, firn_buf *out);
+/** 64-bit hash of a key encoding (from firn_batch_key_encode); a bijection (splitmix64 of the
+ * value) for a single non-null 8-byte integer key, so such keys never collide. */
+uint64_t firn_key_hash(const uint8_t *key, size_t len);
+
 #endif

@@ -396,3 +396,102 @@ size_t firn_batch_bytes(const firn_batch *b)
         n += column_bytes(b->columns[i]);
     return n;
 }
+
+static void copy_slot(firn_column *dst, const firn_column *src, size_t i);
+
+static void copy_list(firn_column *dst, const firn_column *src, size_t i)
+{
+    firn_column_list_begin(dst);
+    for (uint32_t k = src->offsets[i]; k < src->offsets[i + 1]; k++) {
+        for (size_t c = 0; c < src->n_children; c++)
+            copy_slot(dst->children[c], src->children[c], k);
+    }
+    firn_column_list_end(dst);
+}
+
+/* Appends slot i of src to dst (same field). */
+static void copy_slot(firn_column *dst, const firn_column *src, size_t i)
+{
+    if (!firn_column_is_valid(src, i)) {
+        firn_column_append_null(dst);
+        return;
+    }
+    switch (src->field->type) {
+    case FIRN_TYPE_STRUCT:
+        for (size_t c = 0; c < src->n_children; c++)
+            copy_slot(dst->children[c], src->children[c], i);
+        firn_column_struct_end(dst);
+        return;
+    case FIRN_TYPE_LIST:
+    case FIRN_TYPE_MAP:
+        copy_list(dst, src, i);
+        return;
+    case FIRN_TYPE_STRING:
+    case FIRN_TYPE_BINARY:
+        firn_column_append_bytes(dst, firn_column_data(src) + src->offsets[i],
+                                 src->offsets[i + 1] - src->offsets[i]);
+        return;
+    default:
+        append_fixed(dst, src->values + i * src->width, src->width);
+        return;
+    }
+}
+
+void firn_batch_append_rows(firn_batch *dst, const firn_batch *src, const uint32_t *rows, size_t n)
+{
+    FIRN_ASSERT(dst->n_columns == src->n_columns);
+    for (size_t k = 0; k < n; k++) {
+        size_t r = rows[k];
+        FIRN_ASSERT(r < src->rows);
+        for (size_t c = 0; c < src->n_columns; c++)
+            copy_slot(dst->columns[c], src->columns[c], r);
+        firn_rc rc = firn_batch_end_row(dst, (firn_op)src->ops[r], src->lsns[r], NULL);
+        FIRN_ASSERT(rc == FIRN_OK);
+    }
+}
+
+firn_rc firn_batch_key_encode(
+    const firn_batch *b, size_t row, const uint32_t *cols, size_t n_cols, firn_buf *out)
+{
+    FIRN_ASSERT(row < b->rows);
+    for (size_t k = 0; k < n_cols; k++) {
+        FIRN_ASSERT(cols[k] < b->n_columns);
+        const firn_column *c = b->columns[cols[k]];
+        FIRN_ASSERT(c->n_children == 0);
+        if (!firn_column_is_valid(c, row)) {
+            FIRN_TRY(firn_wr_u8(out, 0));
+            continue;
+        }
+        FIRN_TRY(firn_wr_u8(out, 1));
+        if (c->width) {
+            FIRN_TRY(firn_buf_append(out, c->values + row * c->width, c->width));
+        } else {
+            uint32_t len = c->offsets[row + 1] - c->offsets[row];
+            FIRN_TRY(firn_wr_le32(out, len));
+            FIRN_TRY(firn_buf_append(out, firn_column_data(c) + c->offsets[row], len));
+        }
+    }
+    return FIRN_OK;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+uint64_t firn_key_hash(const uint8_t *key, size_t len)
+{
+    if (len == 9 && key[0] == 1) {
+        uint64_t v;
+        memcpy(&v, key + 1, 8);
+        return splitmix64(v);
+    }
+    /* FNV-1a folded through splitmix64 for avalanche. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ key[i]) * 0x100000001b3ull;
+    return splitmix64(h ^ len);
+}

@@ -142,7 +142,64 @@ T_TEST(type_names_and_sizes)
     firn_field_free(d);
 }
 
+T_TEST(append_rows_and_keys)
+{
+    firn_field *schema = make_schema();
+    firn_batch *src = firn_batch_new(schema);
+    firn_err err = {0};
+    for (int i = 0; i < 4; i++) {
+        firn_column_append_i64(firn_batch_column(src, 0), i % 2);
+        if (i == 3)
+            firn_column_append_null(firn_batch_column(src, 1));
+        else
+            firn_column_append_bytes(firn_batch_column(src, 1), "k", 1);
+        firn_column_append_i128(firn_batch_column(src, 2), 0, (uint64_t)i);
+        firn_column *tags = firn_batch_column(src, 3);
+        firn_column_list_begin(tags);
+        for (int k = 0; k < i; k++)
+            firn_column_append_i32(firn_column_child(tags, 0), k);
+        firn_column_list_end(tags);
+        firn_column_append_null(firn_batch_column(src, 4));
+        T_OK(firn_batch_end_row(src, i == 2 ? FIRN_OP_DELETE : FIRN_OP_UPDATE, (uint64_t)i, &err));
+    }
+    firn_batch *dst = firn_batch_new(schema);
+    static const uint32_t pick[] = {3, 0, 3};
+    firn_batch_append_rows(dst, src, pick, 3);
+    T_EQ_UINT(firn_batch_rows(dst), 3);
+    T_EQ_UINT(firn_batch_lsn(dst, 0), 3);
+    T_EQ_UINT(firn_batch_lsn(dst, 1), 0);
+    firn_column *tags = firn_batch_column(dst, 3);
+    const uint32_t *off = firn_column_offsets(tags);
+    T_EQ_UINT(off[1] - off[0], 3);
+    T_EQ_UINT(off[2] - off[1], 0);
+    const int32_t *elems = firn_column_values(firn_column_child(tags, 0));
+    T_EQ_INT(elems[2], 2);
+    T_FALSE(firn_column_is_valid(firn_batch_column(dst, 1), 0));
+
+    /* Keys (id, name): rows 0 and 2 equal ((0,"k")), row 3 differs by its null name. */
+    static const uint32_t key_cols[] = {0, 1};
+    firn_buf k0, k2, k3;
+    firn_buf_init(&k0, 1024);
+    firn_buf_init(&k2, 1024);
+    firn_buf_init(&k3, 1024);
+    T_OK(firn_batch_key_encode(src, 0, key_cols, 2, &k0));
+    T_OK(firn_batch_key_encode(src, 2, key_cols, 2, &k2));
+    T_OK(firn_batch_key_encode(src, 3, key_cols, 2, &k3));
+    T_EQ_UINT(k0.len, 1 + 8 + 1 + 4 + 1);
+    T_TRUE(firn_slice_eq((firn_slice){k0.data, k0.len}, (firn_slice){k2.data, k2.len}));
+    T_FALSE(firn_slice_eq((firn_slice){k0.data, k0.len}, (firn_slice){k3.data, k3.len}));
+    T_EQ_UINT(firn_key_hash(k0.data, k0.len), firn_key_hash(k2.data, k2.len));
+    T_TRUE(firn_key_hash(k0.data, k0.len) != firn_key_hash(k3.data, k3.len));
+    firn_buf_deinit(&k0);
+    firn_buf_deinit(&k2);
+    firn_buf_deinit(&k3);
+    firn_batch_free(dst);
+    firn_batch_free(src);
+    firn_field_free(schema);
+}
+
 T_MAIN(T_CASE(flat_and_nested_rows),
+       T_CASE(append_rows_and_keys),
        T_CASE(end_row_checks_lengths),
        T_CASE(many_rows_validity_growth),
        T_CASE(type_names_and_sizes))
