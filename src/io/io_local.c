@@ -13,7 +13,7 @@
 
 typedef struct local_writer {
     firn_io_writer base;
-    int fd;
+    int fd = -1;
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
 } local_writer;
@@ -227,7 +227,7 @@ static firn_rc local_read(firn_io *io, const char *location, firn_buf *out, firn
 {
     (void)io;
     char path[PATH_MAX];
-    int fd;
+    int fd = -1;
     FIRN_TRY(local_open_read(location, &fd, path, sizeof(path), err));
     firn_rc rc = read_fd(fd, path, 0, SIZE_MAX, false, out, err);
     close(fd);
@@ -239,7 +239,7 @@ static firn_rc local_read_range(
 {
     (void)io;
     char path[PATH_MAX];
-    int fd;
+    int fd = -1;
     FIRN_TRY(local_open_read(location, &fd, path, sizeof(path), err));
     firn_rc rc = read_fd(fd, path, offset, len, true, out, err);
     close(fd);
