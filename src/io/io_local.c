@@ -13,7 +13,7 @@
 
 typedef struct local_writer {
     firn_io_writer base;
-    int fd = -1;
+    int fd;
     char path[PATH_MAX];
     char tmp_path[PATH_MAX];
 } local_writer;

@@ -56,7 +56,7 @@ firn_rc firn_parse_i64(const char *s, size_t len, int64_t *out, firn_err *err)
 
 firn_rc firn_parse_i32(const char *s, size_t len, int32_t *out, firn_err *err)
 {
-    int64_t v;
+    int64_t v = 0;
     if (firn_parse_i64(s, len, &v, NULL) || v < INT32_MIN || v > INT32_MAX)
         return bad_number(err, s, len, "32-bit integer");
     *out = (int32_t)v;
