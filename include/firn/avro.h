@@ -111,13 +111,16 @@ typedef struct firn_avro_field {
 /** A node of a parsed schema. Named types referenced again by name share one node. */
 struct firn_avro_schema {
     firn_avro_type type;
-    char *name;         /* record, enum, fixed: full name; else NULL */
-    char *logical_type; /* "logicalType" or NULL */
-    size_t fixed_size;  /* fixed only */
-    int32_t element_id; /* array "element-id" */
-    int32_t key_id;     /* map "key-id" */
-    int32_t value_id;   /* map "value-id" */
-    size_t n_fields;    /* record */
+    char *name;           /* record, enum, fixed: full name; else NULL */
+    char *logical_type;   /* "logicalType" or NULL */
+    size_t fixed_size;    /* fixed only */
+    int32_t precision;    /* "precision" of decimal logical types, else 0 */
+    int32_t scale;        /* "scale" of decimal logical types, else 0 */
+    int8_t adjust_to_utc; /* Iceberg "adjust-to-utc": 1 true, 0 false, -1 absent */
+    int32_t element_id;   /* array "element-id" */
+    int32_t key_id;       /* map "key-id" */
+    int32_t value_id;     /* map "value-id" */
+    size_t n_fields;      /* record */
     firn_avro_field *fields;
     size_t n_branches; /* union */
     firn_avro_schema **branches;

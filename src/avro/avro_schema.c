@@ -30,6 +30,7 @@ static firn_avro_schema *new_node(firn_avro_schema_set *set, firn_avro_type type
     n->element_id = FIRN_AVRO_NO_ID;
     n->key_id = FIRN_AVRO_NO_ID;
     n->value_id = FIRN_AVRO_NO_ID;
+    n->adjust_to_utc = -1;
     if (set->n_nodes == set->cap_nodes) {
         set->cap_nodes = set->cap_nodes ? set->cap_nodes * 2 : 16;
         set->nodes = firn_reallocarray(set->nodes, set->cap_nodes, sizeof *set->nodes);
@@ -270,6 +271,11 @@ parse_object(parse_ctx *c, json_t *obj, const char *ns, int depth, firn_avro_sch
     json_t *lt = json_object_get(obj, "logicalType");
     if (json_is_string(lt))
         n->logical_type = firn_strdup(json_string_value(lt));
+    FIRN_TRY(get_id(c, obj, "precision", &n->precision));
+    FIRN_TRY(get_id(c, obj, "scale", &n->scale));
+    json_t *utc = json_object_get(obj, "adjust-to-utc");
+    if (json_is_boolean(utc))
+        n->adjust_to_utc = json_is_true(utc) ? 1 : 0;
     *out = n;
     return FIRN_OK;
 }
