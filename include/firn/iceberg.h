@@ -6,6 +6,7 @@
 #define FIRN_ICEBERG_H
 
 #include "firn/batch.h"
+#include "firn/manifest.h"
 #include "firn/util.h"
 
 struct json_t; /* jansson; opaque here, used to keep unmodelled JSON members intact */
@@ -93,35 +94,15 @@ FIRN_MUST_CHECK firn_rc firn_schema_to_json(const firn_schema *s, firn_buf *out,
 /** First partition field id; last-partition-id of a table without partition fields is 999. */
 #define FIRN_PARTITION_FIELD_ID_START 1000
 
-typedef struct firn_partition_field {
-    int32_t source_id;
-    int32_t field_id;
-    char *name;      /* owned */
-    char *transform; /* owned: "identity", "bucket[16]", "truncate[4]", "year", "month", "day",
-                        "hour", "void" */
-} firn_partition_field;
+/* firn_partition_spec, firn_partition_field, firn_partition_spec_new/_add/_free and the
+ * transforms live in firn/manifest.h; these add copying, comparing and the JSON form. */
 
-typedef struct firn_partition_spec {
-    int32_t spec_id;
-    size_t n_fields;
-    firn_partition_field *fields;
-} firn_partition_spec;
-
-/** Returns a new empty spec (unpartitioned when no field is added). */
-firn_partition_spec *firn_partition_spec_new(int32_t spec_id);
-/** Appends a field (strings copied). */
-void firn_partition_spec_add(firn_partition_spec *s,
-                             int32_t source_id,
-                             int32_t field_id,
-                             const char *name,
-                             const char *transform);
-/** Frees s (NULL accepted). */
-void firn_partition_spec_free(firn_partition_spec *s);
 /** Returns an owned deep copy. */
 firn_partition_spec *firn_partition_spec_clone(const firn_partition_spec *s);
 /** True when both specs have the same fields (spec ids ignored). */
 bool firn_partition_spec_same(const firn_partition_spec *a, const firn_partition_spec *b);
-/** Parses partition spec JSON into an owned spec (FIRN_ERR_PARSE). */
+/** Parses partition spec JSON into an owned spec (FIRN_ERR_PARSE; FIRN_ERR_UNSUPPORTED for an
+ * unknown transform). */
 FIRN_MUST_CHECK firn_rc firn_partition_spec_from_json(const char *json,
                                                       size_t len,
                                                       firn_partition_spec **out,

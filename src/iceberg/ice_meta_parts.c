@@ -10,39 +10,6 @@
  * Partition specs
  * ----------------------------------------------------------------------------------------------*/
 
-firn_partition_spec *firn_partition_spec_new(int32_t spec_id)
-{
-    firn_partition_spec *s = firn_calloc(1, sizeof(*s));
-    s->spec_id = spec_id;
-    return s;
-}
-
-void firn_partition_spec_add(firn_partition_spec *s,
-                             int32_t source_id,
-                             int32_t field_id,
-                             const char *name,
-                             const char *transform)
-{
-    s->fields = firn_reallocarray(s->fields, s->n_fields + 1, sizeof(*s->fields));
-    firn_partition_field *f = &s->fields[s->n_fields++];
-    f->source_id = source_id;
-    f->field_id = field_id;
-    f->name = firn_strdup(name);
-    f->transform = firn_strdup(transform);
-}
-
-void firn_partition_spec_free(firn_partition_spec *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->n_fields; i++) {
-        firn_free(s->fields[i].name);
-        firn_free(s->fields[i].transform);
-    }
-    firn_free(s->fields);
-    firn_free(s);
-}
-
 firn_partition_spec *firn_partition_spec_clone(const firn_partition_spec *s)
 {
     firn_partition_spec *c = firn_partition_spec_new(s->spec_id);
@@ -60,7 +27,8 @@ bool firn_partition_spec_same(const firn_partition_spec *a, const firn_partition
     for (size_t i = 0; i < a->n_fields; i++) {
         const firn_partition_field *x = &a->fields[i], *y = &b->fields[i];
         if (x->source_id != y->source_id || x->field_id != y->field_id ||
-            strcmp(x->name, y->name) != 0 || strcmp(x->transform, y->transform) != 0)
+            strcmp(x->name, y->name) != 0 || x->transform.kind != y->transform.kind ||
+            x->transform.param != y->transform.param)
             return false;
     }
     return true;
@@ -105,9 +73,12 @@ firn_rc firn__ice_spec_from_jv(const json_t *v, firn_partition_spec **out, firn_
             rc = firn__ice_get_str(jf, "name", true, &name, err);
         if (!rc)
             rc = firn__ice_get_str(jf, "transform", true, &transform, err);
+        firn_transform t;
+        if (!rc)
+            rc = firn_transform_parse(transform, &t, err);
         if (rc)
             break;
-        firn_partition_spec_add(s, source_id, field_id, name, transform);
+        firn_partition_spec_add(s, source_id, field_id, name, t);
     }
     if (rc) {
         firn_partition_spec_free(s);
@@ -125,8 +96,10 @@ json_t *firn__ice_spec_to_jv(const firn_partition_spec *s)
     for (size_t i = 0; i < s->n_fields; i++) {
         const firn_partition_field *f = &s->fields[i];
         json_t *jf = json_object();
+        char t[32];
+        firn_transform_format(f->transform, t, sizeof(t));
         json_object_set_new(jf, "name", json_string(f->name));
-        json_object_set_new(jf, "transform", json_string(f->transform));
+        json_object_set_new(jf, "transform", json_string(t));
         json_object_set_new(jf, "source-id", json_integer(f->source_id));
         json_object_set_new(jf, "field-id", json_integer(f->field_id));
         json_array_append_new(fields, jf);

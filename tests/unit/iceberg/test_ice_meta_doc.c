@@ -60,7 +60,7 @@ T_TEST(pyiceberg_file)
     T_EQ_INT(firn_schema_find_id(s, 4)->precision, 12);
     T_EQ_INT(s->identifier_field_ids[0], 1);
     T_EQ_INT(md->specs[0]->fields[0].source_id, 3);
-    T_EQ_STR(md->specs[0]->fields[0].transform, "identity");
+    T_EQ_INT(md->specs[0]->fields[0].transform.kind, FIRN_TRANSFORM_IDENTITY);
     T_EQ_INT(md->last_partition_id, 1000);
     T_EQ_INT(md->n_snapshots, 3);
     T_EQ_INT(md->current_snapshot_id, 6435680890278536686LL);

@@ -139,7 +139,7 @@ T_TEST(new_table_fresh_ids_like_pyiceberg)
     int32_t ident = 10;
     firn_schema_set_identifier_ids(s, &ident, 1);
     firn_partition_spec *spec = firn_partition_spec_new(0);
-    firn_partition_spec_add(spec, 40, 5, "ts_day", "day");
+    firn_partition_spec_add(spec, 40, 5, "ts_day", (firn_transform){FIRN_TRANSFORM_DAY, 0});
     firn_props props;
     firn_props_init(&props);
     firn_props_set(&props, "format-version", "2");
@@ -182,7 +182,7 @@ T_TEST(new_table_fresh_ids_like_pyiceberg)
 
     /* a spec naming an unknown column */
     firn_partition_spec *bad = firn_partition_spec_new(0);
-    firn_partition_spec_add(bad, 99, 1000, "x", "identity");
+    firn_partition_spec_add(bad, 99, 1000, "x", (firn_transform){FIRN_TRANSFORM_IDENTITY, 0});
     opts.spec = bad;
     T_EQ_INT(firn_table_metadata_new(&opts, &md, &err), FIRN_ERR_INVALID);
     firn_partition_spec_free(bad);
