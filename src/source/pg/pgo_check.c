@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Preflight checks of the replication setup, each failure one error that says what to run:
+ * wal_level, role attributes, slot (exists, pgoutput, this database, not active elsewhere, not
+ * invalidated), publications (exist, cover every table), replica identity, privileges; and the
+ * tables at risk of unchanged TOAST values. Runs simple-protocol SQL on the replication
+ * connection (walsenders accept only the simple query protocol). */
+#include "pgo_stream_int.h"
+
+#include <string.h>
+
+typedef struct chk {
+    firn_pgo_stream *s;
+    firn_err *err;
+    firn_buf q;
+    PGresult *res;
+} chk;
+
+/* Runs the query in c->q; the result (one or more rows) is in c->res. */
+static firn_rc run(chk *c, const char *what)
+{
+    PQclear(c->res);
+    c->res = PQexec(c->s->conn, (const char *)c->q.data);
+    if (PQresultStatus(c->res) != PGRES_TUPLES_OK)
+        return firn__pgo_result_error(c->res, c->s->conn, what, c->err);
+    return FIRN_OK;
+}
+
+static firn_rc q_start(chk *c, const char *sql)
+{
+    firn_buf_reset(&c->q);
+    return firn_buf_append_cstr(&c->q, sql);
+}
+
+/* Appends s as a SQL literal. */
+static firn_rc q_lit(chk *c, const char *s)
+{
+    char *lit = PQescapeLiteral(c->s->conn, s, strlen(s));
+    if (!lit)
+        return firn_err_set(c->err, FIRN_ERR_SOURCE, "could not quote \"%s\"", s);
+    firn_rc rc = firn_buf_append_cstr(&c->q, lit);
+    PQfreemem(lit);
+    return rc;
+}
+
+/* Appends the publications as a SQL text array literal: ARRAY['a','b']. */
+static firn_rc q_pubs(chk *c)
+{
+    FIRN_TRY(firn_buf_append_cstr(&c->q, "ARRAY["));
+    for (size_t i = 0; i < c->s->cfg.n_publications; i++) {
+        if (i)
+            FIRN_TRY(firn_buf_append_cstr(&c->q, ","));
+        FIRN_TRY(q_lit(c, c->s->cfg.publications[i]));
+    }
+    return firn_buf_append_cstr(&c->q, "]::text[]");
+}
+
+static bool val_true(const PGresult *res, int row, int col)
+{
+    return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
+}
+
+static firn_rc check_server(chk *c)
+{
+    FIRN_TRY(q_start(c, "SELECT current_setting('wal_level'), current_user, "
+                        "(SELECT rolreplication OR rolsuper FROM pg_roles "
+                        "WHERE rolname = current_user)"));
+    FIRN_TRY(run(c, "read server settings"));
+    const char *wal_level = PQgetvalue(c->res, 0, 0);
+    if (strcmp(wal_level, "logical") != 0)
+        return firn_err_set(c->err, FIRN_ERR_CONFIG,
+                            "wal_level is \"%s\" but logical replication needs \"logical\"; run "
+                            "ALTER SYSTEM SET wal_level = logical and restart the server",
+                            wal_level);
+    if (!val_true(c->res, 0, 2))
+        return firn_err_set(c->err, FIRN_ERR_PERMISSION,
+                            "role \"%s\" lacks the REPLICATION attribute; run ALTER ROLE \"%s\" "
+                            "REPLICATION",
+                            PQgetvalue(c->res, 0, 1), PQgetvalue(c->res, 0, 1));
+    return FIRN_OK;
+}
+
+static firn_rc check_slot(chk *c, bool may_be_missing)
+{
+    const char *slot = c->s->cfg.slot_name;
+    FIRN_TRY(q_start(c, "SELECT plugin, slot_type, database, active, active_pid, "));
+    FIRN_TRY(
+        firn_buf_append_cstr(&c->q, c->s->server_version >= 130000 ? "wal_status" : "'reserved'"));
+    FIRN_TRY(firn_buf_append_cstr(&c->q, ", current_database() FROM pg_replication_slots "
+                                         "WHERE slot_name = "));
+    FIRN_TRY(q_lit(c, slot));
+    FIRN_TRY(run(c, "read replication slots"));
+    if (PQntuples(c->res) == 0) {
+        if (may_be_missing)
+            return FIRN_OK;
+        return firn_err_set(c->err, FIRN_ERR_NOT_FOUND,
+                            "replication slot \"%s\" does not exist; create it with SELECT "
+                            "pg_create_logical_replication_slot('%s', 'pgoutput')",
+                            slot, slot);
+    }
+    const char *plugin = PQgetvalue(c->res, 0, 0);
+    if (strcmp(PQgetvalue(c->res, 0, 1), "logical") != 0 || strcmp(plugin, "pgoutput") != 0)
+        return firn_err_set(c->err, FIRN_ERR_CONFIG,
+                            "replication slot \"%s\" uses plugin \"%s\", not pgoutput; drop it "
+                            "with SELECT pg_drop_replication_slot('%s') and create it with "
+                            "SELECT pg_create_logical_replication_slot('%s', 'pgoutput')",
+                            slot, PQgetisnull(c->res, 0, 0) ? "(physical)" : plugin, slot, slot);
+    if (strcmp(PQgetvalue(c->res, 0, 2), PQgetvalue(c->res, 0, 6)) != 0)
+        return firn_err_set(c->err, FIRN_ERR_CONFIG,
+                            "replication slot \"%s\" belongs to database \"%s\", not \"%s\"; "
+                            "connect to that database or create a slot in this one",
+                            slot, PQgetvalue(c->res, 0, 2), PQgetvalue(c->res, 0, 6));
+    if (strcmp(PQgetvalue(c->res, 0, 5), "lost") == 0)
+        return firn_err_set(c->err, FIRN_ERR_SOURCE,
+                            "replication slot \"%s\" is invalidated (wal_status lost): the WAL "
+                            "it needed was removed; drop it with SELECT "
+                            "pg_drop_replication_slot('%s'), create it again and backfill",
+                            slot, slot);
+    if (val_true(c->res, 0, 3))
+        return firn_err_set(c->err, FIRN_ERR_CONFIG,
+                            "replication slot \"%s\" is active for PID %s; stop the other "
+                            "consumer (SELECT pg_terminate_backend(%s)) or use another slot",
+                            slot, PQgetvalue(c->res, 0, 4), PQgetvalue(c->res, 0, 4));
+    return FIRN_OK;
+}
+
+static firn_rc check_publications(chk *c, bool *out_upd_del)
+{
+    *out_upd_del = false;
+    for (size_t i = 0; i < c->s->cfg.n_publications; i++) {
+        const char *pub = c->s->cfg.publications[i];
+        FIRN_TRY(q_start(c, "SELECT pubupdate OR pubdelete FROM pg_publication WHERE pubname = "));
+        FIRN_TRY(q_lit(c, pub));
+        FIRN_TRY(run(c, "read publications"));
+        if (PQntuples(c->res) == 0)
+            return firn_err_set(c->err, FIRN_ERR_NOT_FOUND,
+                                "publication \"%s\" does not exist; create it with CREATE "
+                                "PUBLICATION \"%s\" FOR ALL TABLES (or FOR TABLE ...)",
+                                pub, pub);
+        if (val_true(c->res, 0, 0))
+            *out_upd_del = true;
+    }
+    return FIRN_OK;
+}
+
+/* Reads one table: relkind, replica identity, SELECT privilege, primary key, TOAST-able
+ * columns, and whether a publication covers it (itself, a partition or an ancestor). */
+static firn_rc read_table(chk *c, const firn_pgo_table *t)
+{
+    FIRN_TRY(q_start(c, "SELECT c.relkind, c.relreplident, has_table_privilege(c.oid, 'SELECT'), "
+                        "EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND "
+                        "i.indisprimary), EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid "
+                        "= c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attlen = -1 AND "
+                        "a.attstorage IN ('x', 'e')), EXISTS (SELECT 1 FROM "
+                        "pg_publication_tables p JOIN pg_namespace pn ON pn.nspname = "
+                        "p.schemaname JOIN pg_class pc ON pc.relnamespace = pn.oid AND "
+                        "pc.relname = p.tablename WHERE p.pubname = ANY ("));
+    FIRN_TRY(q_pubs(c));
+    FIRN_TRY(firn_buf_append_cstr(
+        &c->q, ") AND (pc.oid = c.oid OR pc.oid IN (SELECT relid FROM pg_partition_tree(c.oid)) "
+               "OR pc.oid IN (SELECT pg_partition_ancestors(c.oid))))"
+               " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+               "WHERE n.nspname = "));
+    FIRN_TRY(q_lit(c, t->schema));
+    FIRN_TRY(firn_buf_append_cstr(&c->q, " AND c.relname = "));
+    FIRN_TRY(q_lit(c, t->name));
+    FIRN_TRY(run(c, "read table"));
+    if (PQntuples(c->res) == 0)
+        return firn_err_set(c->err, FIRN_ERR_NOT_FOUND, "table \"%s.%s\" does not exist", t->schema,
+                            t->name);
+    return FIRN_OK;
+}
+
+static firn_rc check_table(chk *c, const firn_pgo_table *t, bool upd_del, firn_pgo_report *rep)
+{
+    FIRN_TRY(read_table(c, t));
+    const char kind = PQgetvalue(c->res, 0, 0)[0];
+    const char ident = PQgetvalue(c->res, 0, 1)[0];
+    const char *role = PQuser(c->s->conn);
+    if (!val_true(c->res, 0, 2))
+        return firn_err_set(c->err, FIRN_ERR_PERMISSION,
+                            "permission denied for table \"%s.%s\"; run GRANT SELECT ON "
+                            "\"%s\".\"%s\" TO \"%s\"",
+                            t->schema, t->name, t->schema, t->name, role);
+    if (!val_true(c->res, 0, 5))
+        return firn_err_set(c->err, FIRN_ERR_CONFIG,
+                            "publication \"%s\" does not cover table \"%s.%s\"; run ALTER "
+                            "PUBLICATION \"%s\" ADD TABLE \"%s\".\"%s\"",
+                            c->s->cfg.publications[0], t->schema, t->name,
+                            c->s->cfg.publications[0], t->schema, t->name);
+    const bool has_pk = val_true(c->res, 0, 3);
+    if (kind != 'p' && upd_del && (ident == 'n' || (ident == 'd' && !has_pk)))
+        return firn_err_set(c->err, FIRN_ERR_CONFIG,
+                            "table \"%s.%s\" has %s, so its updates and deletes cannot be "
+                            "replicated; add a primary key or run ALTER TABLE \"%s\".\"%s\" "
+                            "REPLICA IDENTITY FULL",
+                            t->schema, t->name,
+                            ident == 'n' ? "REPLICA IDENTITY NOTHING" : "no primary key", t->schema,
+                            t->name);
+    if (rep && ident != 'f' && val_true(c->res, 0, 4)) {
+        rep->toast_risk = firn_reallocarray(rep->toast_risk, rep->n_toast_risk + 1, sizeof(char *));
+        firn_buf name;
+        firn_buf_init(&name, 1024);
+        firn_rc_ignore(firn_buf_appendf(&name, "%s.%s", t->schema, t->name));
+        rep->toast_risk[rep->n_toast_risk++] = (char *)firn_buf_take(&name, NULL);
+    }
+    return FIRN_OK;
+}
+
+firn_rc firn_pgo_stream_preflight(firn_pgo_stream *s,
+                                  const firn_pgo_table *tables,
+                                  size_t n_tables,
+                                  bool slot_may_be_missing,
+                                  firn_pgo_report *rep,
+                                  firn_err *err)
+{
+    if (s->started)
+        return firn_err_set(err, FIRN_ERR_INVALID, "preflight must run before streaming starts");
+    chk c = {.s = s, .err = err};
+    firn_buf_init(&c.q, 1 << 16);
+    bool upd_del = false;
+    firn_rc rc = check_server(&c);
+    rc = rc ? rc : check_slot(&c, slot_may_be_missing);
+    rc = rc ? rc : check_publications(&c, &upd_del);
+    for (size_t i = 0; !rc && i < n_tables; i++)
+        rc = check_table(&c, &tables[i], upd_del, rep);
+    if (rc == FIRN_ERR_TOO_LARGE && err && err->code == FIRN_OK)
+        rc = firn_err_set(err, rc, "preflight query is too long");
+    PQclear(c.res);
+    firn_buf_deinit(&c.q);
+    return rc;
+}
+
+void firn_pgo_report_deinit(firn_pgo_report *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_toast_risk; i++)
+        firn_free(r->toast_risk[i]);
+    firn_free(r->toast_risk);
+    r->toast_risk = NULL;
+    r->n_toast_risk = 0;
+}

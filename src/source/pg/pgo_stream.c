@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The replication connection: connect with replication=database and fixed session settings,
+ * create the slot with an exported snapshot, START_REPLICATION with pgoutput options chosen by
+ * server version, and the CopyData loop with keepalive answers and standby status updates
+ * (after postgres src/bin/pg_basebackup/pg_recvlogical.c). Preflight checks: pgo_check.c. */
+#include "pgo_stream_int.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <string.h>
+
+/* Session settings that change how values are sent (text output of dates, times, intervals,
+ * floats and bytea). */
+#define PGO_SESSION_OPTIONS                                                                        \
+    "-c datestyle=ISO,YMD -c timezone=UTC -c intervalstyle=iso_8601 -c extra_float_digits=3 "      \
+    "-c bytea_output=hex"
+
+#define PGO_DEFAULT_STATUS_INTERVAL_MS 10000
+
+void firn__pgo_lsn_format(uint64_t lsn, char out[24])
+{
+    snprintf(out, 24, "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
+}
+
+firn_rc firn__pgo_lsn_parse(const char *s, uint64_t *out, firn_err *err)
+{
+    const char *slash = strchr(s, '/');
+    uint64_t hi = 0, lo = 0;
+    size_t nh = slash ? (size_t)(slash - s) : 0;
+    bool ok = slash && nh > 0 && nh <= 8 && slash[1] && strlen(slash + 1) <= 8;
+    for (size_t i = 0; ok && s[i]; i++) {
+        const char c = s[i];
+        if (i == nh)
+            continue;
+        const int v = (c >= '0' && c <= '9')   ? c - '0'
+                      : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                               : -1;
+        if (v < 0) {
+            ok = false;
+            break;
+        }
+        if (i < nh)
+            hi = hi * 16 + (uint64_t)v;
+        else
+            lo = lo * 16 + (uint64_t)v;
+    }
+    if (!ok)
+        return firn_err_set(err, FIRN_ERR_PARSE, "invalid LSN \"%s\"", s);
+    *out = hi << 32 | lo;
+    return FIRN_OK;
+}
+
+/* Sets err from a failed result: the server's primary message, classified. */
+firn_rc firn__pgo_result_error(const PGresult *res, PGconn *conn, const char *what, firn_err *err)
+{
+    const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    firn_rc rc = FIRN_ERR_SOURCE;
+    if (!msg) {
+        msg = PQerrorMessage(conn);
+        if (PQstatus(conn) == CONNECTION_BAD)
+            rc = FIRN_ERR_NETWORK;
+    }
+    if (state && strcmp(state, "42704") == 0)
+        rc = FIRN_ERR_NOT_FOUND; /* undefined_object: slot or publication */
+    else if (state && strcmp(state, "42710") == 0)
+        rc = FIRN_ERR_EXISTS;
+    else if (state && strncmp(state, "42501", 5) == 0)
+        rc = FIRN_ERR_PERMISSION;
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    return firn_err_set(err, rc, "could not %s: %.*s", what, (int)n, msg);
+}
+
+static firn_rc connect_error(PGconn *conn, firn_err *err)
+{
+    const char *msg = conn ? PQerrorMessage(conn) : "out of memory";
+    firn_rc rc = FIRN_ERR_NETWORK;
+    if (conn && (PQconnectionNeedsPassword(conn) || strstr(msg, "authentication failed") ||
+                 strstr(msg, "password")))
+        rc = FIRN_ERR_AUTH;
+    else if (strstr(msg, "no pg_hba.conf entry") || strstr(msg, "must have replication") ||
+             strstr(msg, "permission denied"))
+        rc = FIRN_ERR_PERMISSION;
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    return firn_err_set(err, rc, "could not open replication connection: %.*s", (int)n, msg);
+}
+
+firn_rc firn_pgo_stream_open(const firn_pgo_config *cfg, firn_pgo_stream **out, firn_err *err)
+{
+    *out = NULL;
+    if (!cfg->conninfo || !cfg->slot_name || cfg->n_publications == 0)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "replication needs a connection string, a slot and a publication");
+    const char *keys[] = {"application_name", "dbname", "replication", "options", NULL};
+    const char *vals[] = {"firn", cfg->conninfo, "database", PGO_SESSION_OPTIONS, NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        firn_rc rc = connect_error(conn, err);
+        PQfinish(conn);
+        return rc;
+    }
+    firn_pgo_stream *s = firn_calloc(1, sizeof(*s));
+    s->cfg = *cfg;
+    s->conn = conn;
+    s->server_version = (uint32_t)PQserverVersion(conn);
+    if (cfg->proto_version)
+        s->proto_version = cfg->proto_version;
+    else if (s->server_version >= 160000)
+        s->proto_version = 4;
+    else if (s->server_version >= 150000)
+        s->proto_version = 3;
+    else if (s->server_version >= 140000)
+        s->proto_version = 2;
+    else
+        s->proto_version = 1;
+    s->binary = !cfg->text_values && s->server_version >= 140000;
+    s->streaming = !cfg->no_streaming && s->proto_version >= 2;
+    s->status_interval_ns =
+        (int64_t)(cfg->status_interval_ms > 0 ? cfg->status_interval_ms
+                                              : PGO_DEFAULT_STATUS_INTERVAL_MS) *
+        1000000;
+    firn__pgo_sess_init(&s->sess, s->proto_version, cfg->mem_budget_bytes, cfg->spill_dir);
+    FIRN_LOG(FIRN_LOG_INFO, "pg", "replication connection open server_version=%u proto_version=%u",
+             (unsigned)s->server_version, (unsigned)s->proto_version);
+    *out = s;
+    return FIRN_OK;
+}
+
+/* Appends name as a replication-command identifier: double quotes, inner quotes doubled. */
+static firn_rc append_ident(firn_buf *b, const char *name)
+{
+    FIRN_TRY(firn_buf_append_cstr(b, "\""));
+    for (const char *p = name; *p; p++) {
+        if (*p == '"')
+            FIRN_TRY(firn_buf_append_cstr(b, "\""));
+        FIRN_TRY(firn_buf_append(b, p, 1));
+    }
+    return firn_buf_append_cstr(b, "\"");
+}
+
+firn_rc firn_pgo_stream_create_slot(firn_pgo_stream *s,
+                                    char **out_snapshot,
+                                    uint64_t *out_consistent_lsn,
+                                    firn_err *err)
+{
+    *out_snapshot = NULL;
+    firn_buf q;
+    firn_buf_init(&q, 4096);
+    firn_rc rc = firn_buf_append_cstr(&q, "CREATE_REPLICATION_SLOT ");
+    rc = rc ? rc : append_ident(&q, s->cfg.slot_name);
+    rc = rc ? rc : firn_buf_append_cstr(&q, " LOGICAL pgoutput EXPORT_SNAPSHOT");
+    if (rc) {
+        firn_buf_deinit(&q);
+        return firn_err_set(err, rc, "slot name is too long");
+    }
+    PGresult *res = PQexec(s->conn, (const char *)q.data);
+    firn_buf_deinit(&q);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3) {
+        rc = firn__pgo_result_error(res, s->conn, "create replication slot", err);
+        PQclear(res);
+        return rc;
+    }
+    rc = firn__pgo_lsn_parse(PQgetvalue(res, 0, 1), out_consistent_lsn, err);
+    if (!rc)
+        *out_snapshot = firn_strdup(PQgetvalue(res, 0, 2));
+    PQclear(res);
+    FIRN_LOG(FIRN_LOG_INFO, "pg", "created replication slot \"%s\" snapshot=%s", s->cfg.slot_name,
+             *out_snapshot ? *out_snapshot : "");
+    return rc;
+}
+
+/* Appends the publication_names option value: a quoted identifier list inside a literal. */
+static firn_rc append_publications(firn_buf *b, const firn_pgo_config *cfg)
+{
+    FIRN_TRY(firn_buf_append_cstr(b, "publication_names '"));
+    for (size_t i = 0; i < cfg->n_publications; i++) {
+        if (i)
+            FIRN_TRY(firn_buf_append_cstr(b, ","));
+        FIRN_TRY(firn_buf_append_cstr(b, "\""));
+        for (const char *p = cfg->publications[i]; *p; p++) {
+            if (*p == '"')
+                FIRN_TRY(firn_buf_append_cstr(b, "\""));
+            if (*p == '\'')
+                FIRN_TRY(firn_buf_append_cstr(b, "'"));
+            FIRN_TRY(firn_buf_append(b, p, 1));
+        }
+        FIRN_TRY(firn_buf_append_cstr(b, "\""));
+    }
+    return firn_buf_append_cstr(b, "'");
+}
+
+static firn_rc build_start(const firn_pgo_stream *s, uint64_t start_lsn, firn_buf *q)
+{
+    char lsn[24];
+    firn__pgo_lsn_format(start_lsn, lsn);
+    FIRN_TRY(firn_buf_append_cstr(q, "START_REPLICATION SLOT "));
+    FIRN_TRY(append_ident(q, s->cfg.slot_name));
+    FIRN_TRY(
+        firn_buf_appendf(q, " LOGICAL %s (proto_version '%u', ", lsn, (unsigned)s->proto_version));
+    FIRN_TRY(append_publications(q, &s->cfg));
+    if (s->binary)
+        FIRN_TRY(firn_buf_append_cstr(q, ", binary 'true'"));
+    if (s->streaming)
+        FIRN_TRY(firn_buf_append_cstr(q, ", streaming 'on'"));
+    if (s->server_version >= 140000)
+        FIRN_TRY(firn_buf_append_cstr(q, ", messages 'false'"));
+    return firn_buf_append_cstr(q, ")");
+}
+
+firn_rc firn_pgo_stream_start(firn_pgo_stream *s, uint64_t start_lsn, firn_err *err)
+{
+    firn_buf q;
+    firn_buf_init(&q, 65536);
+    firn_rc rc = build_start(s, start_lsn, &q);
+    if (rc) {
+        firn_buf_deinit(&q);
+        return firn_err_set(err, rc, "START_REPLICATION command is too long");
+    }
+    FIRN_LOG(FIRN_LOG_DEBUG, "pg", "%s", (const char *)q.data);
+    PGresult *res = PQexec(s->conn, (const char *)q.data);
+    firn_buf_deinit(&q);
+    if (PQresultStatus(res) != PGRES_COPY_BOTH) {
+        rc = firn__pgo_result_error(res, s->conn, "start replication", err);
+        PQclear(res);
+        return rc;
+    }
+    PQclear(res);
+    s->started = true;
+    s->flushed_lsn = start_lsn;
+    s->confirmed_lsn = start_lsn;
+    s->last_status_ns = firn_monotonic_ns();
+    return FIRN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Feedback
+ * ----------------------------------------------------------------------------------------------*/
+
+/* The flush position to report: what the engine confirmed, plus (when everything delivered is
+ * confirmed and nothing is open) the end of empty transactions and the server's WAL end. */
+static uint64_t flush_position(const firn_pgo_stream *s)
+{
+    uint64_t flush = s->confirmed_lsn;
+    if (firn__pgo_sess_idle(&s->sess) && s->confirmed_lsn >= s->sess.last_data_end_lsn) {
+        if (s->sess.last_end_lsn > flush)
+            flush = s->sess.last_end_lsn;
+        if (s->idle_wal_end > flush)
+            flush = s->idle_wal_end;
+    }
+    return flush > s->flushed_lsn ? flush : s->flushed_lsn;
+}
+
+firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err *err)
+{
+    if (!s->started)
+        return FIRN_OK;
+    const uint64_t flush = flush_position(s);
+    firn_pgo_copy r = {.kind = 'r'};
+    r.write_lsn = s->received_lsn > flush ? s->received_lsn : flush;
+    r.flush_lsn = flush;
+    r.apply_lsn = flush;
+    r.send_time = firn_now_us() - FIRN_PGO_EPOCH_OFFSET_US;
+    firn_buf b;
+    firn_buf_init(&b, 64);
+    firn_rc rc = firn_pgo_copy_encode(&b, &r, err);
+    if (!rc &&
+        (PQputCopyData(s->conn, (const char *)b.data, (int)b.len) <= 0 || PQflush(s->conn) != 0))
+        rc = firn_err_set(err, FIRN_ERR_NETWORK, "could not send status update: %s",
+                          PQerrorMessage(s->conn));
+    firn_buf_deinit(&b);
+    if (rc)
+        return rc;
+    if (flush != s->flushed_lsn) {
+        char l[24];
+        firn__pgo_lsn_format(flush, l);
+        FIRN_LOG(FIRN_LOG_DEBUG, "pg", "confirmed flush lsn=%s", l);
+    }
+    s->flushed_lsn = flush;
+    s->last_status_ns = firn_monotonic_ns();
+    return FIRN_OK;
+}
+
+void firn_pgo_stream_confirm(firn_pgo_stream *s, uint64_t flushed_lsn)
+{
+    if (flushed_lsn > s->confirmed_lsn)
+        s->confirmed_lsn = flushed_lsn;
+}
+
+static firn_rc maybe_send_status(firn_pgo_stream *s, firn_err *err)
+{
+    if (firn_monotonic_ns() - s->last_status_ns >= s->status_interval_ns)
+        return firn_pgo_stream_send_status(s, err);
+    return FIRN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Receiving
+ * ----------------------------------------------------------------------------------------------*/
+
+static firn_rc handle_copy(firn_pgo_stream *s, const char *buf, int len, firn_err *err)
+{
+    firn_pgo_copy c;
+    FIRN_TRY(firn_pgo_copy_decode(&c, buf, (size_t)len, err));
+    if (c.kind == 'k') {
+        if (firn__pgo_sess_idle(&s->sess) && c.wal_end > s->idle_wal_end)
+            s->idle_wal_end = c.wal_end;
+        if (c.reply_requested)
+            return firn_pgo_stream_send_status(s, err);
+        return FIRN_OK;
+    }
+    if (c.kind != 'w')
+        return firn_err_set(err, FIRN_ERR_PROTOCOL, "unexpected replication message '%c'", c.kind);
+    if (c.wal_start > s->received_lsn)
+        s->received_lsn = c.wal_start;
+    s->bytes_received += c.payload.len;
+    s->messages++;
+    if (s->capture)
+        s->capture(s->capture_ctx, c.payload.ptr, c.payload.len);
+    firn_rc rc = firn__pgo_sess_feed(&s->sess, c.payload.ptr, c.payload.len, err);
+    if (rc) {
+        char l[24];
+        firn__pgo_lsn_format(c.wal_start, l);
+        firn_err_context(err, "at LSN %s", l);
+    }
+    return rc;
+}
+
+/* The copy stream ended: the server's reason, or a lost connection. */
+static firn_rc stream_ended(firn_pgo_stream *s, int r, firn_err *err)
+{
+    s->started = false;
+    if (r == -2 || PQstatus(s->conn) == CONNECTION_BAD)
+        return firn_err_set(err, FIRN_ERR_NETWORK,
+                            "replication connection lost: %s; restart the stream (it resumes at "
+                            "the last confirmed position)",
+                            PQerrorMessage(s->conn));
+    PGresult *res = PQgetResult(s->conn);
+    firn_rc rc;
+    if (PQresultStatus(res) == PGRES_FATAL_ERROR)
+        rc = firn__pgo_result_error(res, s->conn, "continue replication", err);
+    else
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "the server ended the replication stream");
+    PQclear(res);
+    return rc;
+}
+
+/* Waits until the socket is readable or wait_ms passed, then reads what arrived. */
+static firn_rc wait_input(firn_pgo_stream *s, int wait_ms, firn_err *err)
+{
+    struct pollfd pfd = {.fd = PQsocket(s->conn), .events = POLLIN};
+    if (pfd.fd < 0)
+        return firn_err_set(err, FIRN_ERR_NETWORK, "replication connection is closed");
+    const int n = poll(&pfd, 1, wait_ms);
+    if (n < 0 && errno != EINTR)
+        return firn_err_set_errno(err, FIRN_ERR_NETWORK, errno, "could not wait for the server");
+    if (n > 0 && !PQconsumeInput(s->conn))
+        return stream_ended(s, -2, err);
+    return FIRN_OK;
+}
+
+firn_rc firn_pgo_stream_next(firn_pgo_stream *s, int timeout_ms, firn_pgo_event *ev, firn_err *err)
+{
+    memset(ev, 0, sizeof(*ev));
+    if (!s->started)
+        return firn_err_set(err, FIRN_ERR_INVALID, "replication stream is not started");
+    const int64_t deadline =
+        firn_monotonic_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    for (;;) {
+        FIRN_TRY(maybe_send_status(s, err));
+        FIRN_TRY(firn__pgo_sess_next(&s->sess, ev, err));
+        if (ev->type)
+            return FIRN_OK;
+        char *buf = NULL;
+        const int r = PQgetCopyData(s->conn, &buf, 1);
+        if (r > 0) {
+            firn_rc rc = handle_copy(s, buf, r, err);
+            PQfreemem(buf);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (r < 0)
+            return stream_ended(s, r, err);
+        const int64_t now = firn_monotonic_ns();
+        if (now >= deadline)
+            return FIRN_OK;
+        int64_t wait_ns = deadline - now;
+        const int64_t status_ns = s->last_status_ns + s->status_interval_ns - now;
+        if (status_ns < wait_ns)
+            wait_ns = status_ns > 0 ? status_ns : 0;
+        FIRN_TRY(wait_input(s, (int)(wait_ns / 1000000) + 1, err));
+    }
+}
+
+const firn_pgo_rel *firn_pgo_stream_rel(const firn_pgo_stream *s, uint32_t relid)
+{
+    return firn__pgo_sess_rel(&s->sess, relid);
+}
+
+void firn_pgo_stream_stats(const firn_pgo_stream *s, firn_pgo_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->bytes_received = s->bytes_received;
+    out->messages = s->messages;
+    out->txns_delivered = s->sess.txns_delivered;
+    out->txns_streamed = s->sess.txns_streamed;
+    out->txns_aborted = s->sess.txns_aborted;
+    out->spilled_bytes = s->sess.spilled_bytes;
+    out->flushed_lsn = s->flushed_lsn;
+    out->server_version = s->server_version;
+    out->proto_version = s->proto_version;
+}
+
+void firn__pgo_stream_set_capture(firn_pgo_stream *s, firn__pgo_capture_fn fn, void *ctx)
+{
+    s->capture = fn;
+    s->capture_ctx = ctx;
+}
+
+void firn_pgo_stream_free(firn_pgo_stream *s)
+{
+    if (!s)
+        return;
+    if (s->started) {
+        firn_err ignored = {0};
+        firn_rc_ignore(firn_pgo_stream_send_status(s, &ignored));
+    }
+    PQfinish(s->conn);
+    firn__pgo_sess_deinit(&s->sess);
+    firn_free(s);
+}
