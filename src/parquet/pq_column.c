@@ -1,0 +1,823 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Column chunk writer: shreds batch columns into levels and values, encodes values with a
+ * dictionary (open addressing) that falls back to PLAIN past a size limit, cuts data pages v1 by
+ * bytes and rows, compresses them and keeps chunk statistics (parquet-format Encodings.md). */
+#include "pq_int.h"
+
+#include <math.h>
+#include <string.h>
+
+#define STEP_VALUES    4096 /* values encoded between page-size checks */
+#define DICT_INIT_SLOT 1024
+#define BUF_MAX        ((size_t)1 << 40)
+
+static size_t kind_width(const pq_leaf *l)
+{
+    switch (l->kind) {
+    case PQK_BOOL:
+        return 1;
+    case PQK_I32:
+    case PQK_I32_I64:
+    case PQK_FLOAT:
+        return 4;
+    case PQK_I64:
+    case PQK_DOUBLE:
+        return 8;
+    case PQK_DEC128:
+    case PQK_FLBA:
+        return (size_t)l->type_length;
+    case PQK_BYTES:
+        return 0;
+    }
+    return 0;
+}
+
+static void dict_init(pq_dict *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->mask = DICT_INIT_SLOT - 1;
+    d->slots = firn_calloc(DICT_INIT_SLOT, sizeof(uint32_t));
+    firn_buf_init(&d->plain, BUF_MAX);
+}
+
+static void dict_deinit(pq_dict *d)
+{
+    firn_free(d->slots);
+    firn_free(d->offs);
+    firn_free(d->lens);
+    firn_free(d->hashes);
+    firn_buf_deinit(&d->plain);
+}
+
+static void dict_reset(pq_dict *d)
+{
+    memset(d->slots, 0, (d->mask + 1) * sizeof(uint32_t));
+    d->n = 0;
+    firn_buf_reset(&d->plain);
+}
+
+void firn__pq_colw_init(pq_colw *cw, const pq_leaf *leaf, const firn_pq_options *opts)
+{
+    memset(cw, 0, sizeof(*cw));
+    cw->leaf = leaf;
+    cw->opts = opts;
+    cw->value_width = kind_width(leaf);
+    firn_buf_init(&cw->plain, PQ_PAGE_MAX);
+    firn_buf_init(&cw->pages, BUF_MAX);
+    dict_init(&cw->dict);
+    cw->dict_on = leaf->kind != PQK_BOOL;
+    firn__pq_stat_init(&cw->stat);
+    firn__pq_stat_init(&cw->file_stat);
+}
+
+void firn__pq_colw_deinit(pq_colw *cw)
+{
+    firn_free(cw->def);
+    firn_free(cw->rep);
+    firn_free(cw->ids);
+    firn_free(cw->vidx);
+    firn_buf_deinit(&cw->plain);
+    firn_buf_deinit(&cw->pages);
+    dict_deinit(&cw->dict);
+    firn__pq_stat_deinit(&cw->stat);
+    firn__pq_stat_deinit(&cw->file_stat);
+}
+
+static void levels_reserve(pq_colw *cw, size_t n)
+{
+    if (cw->n_levels + n <= cw->levels_cap)
+        return;
+    size_t cap = cw->levels_cap ? cw->levels_cap : 1024;
+    while (cap < cw->n_levels + n)
+        cap *= 2;
+    if (cw->leaf->max_def)
+        cw->def = firn_realloc(cw->def, cap);
+    if (cw->leaf->max_rep)
+        cw->rep = firn_realloc(cw->rep, cap);
+    cw->levels_cap = cap;
+}
+
+static uint32_t *ids_reserve(pq_colw *cw, size_t n)
+{
+    if (cw->n_ids + n > cw->ids_cap) {
+        size_t cap = cw->ids_cap ? cw->ids_cap : 1024;
+        while (cap < cw->n_ids + n)
+            cap *= 2;
+        cw->ids = firn_reallocarray(cw->ids, cap, sizeof(uint32_t));
+        cw->ids_cap = cap;
+    }
+    return cw->ids + cw->n_ids;
+}
+
+static void vidx_reserve(pq_colw *cw, size_t n)
+{
+    if (n > cw->vidx_cap) {
+        size_t cap = cw->vidx_cap ? cw->vidx_cap : 1024;
+        while (cap < n)
+            cap *= 2;
+        cw->vidx = firn_reallocarray(cw->vidx, cap, sizeof(uint32_t));
+        cw->vidx_cap = cap;
+    }
+}
+
+static inline uint64_t hash64(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x9E3779B97F4A7C15ull;
+    return x ^ (x >> 29);
+}
+
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x243F6A8885A308D3ull ^ (n * 0x9E3779B97F4A7C15ull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        memcpy(&w, p, n);
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+        h ^= h >> 29;
+    }
+    return hash64(h);
+}
+
+/* Doubles the slot table; rehash reads each entry back through key_hash. */
+static void dict_grow(pq_dict *d, size_t width)
+{
+    size_t cap = (d->mask + 1) * 2;
+    uint32_t *slots = firn_calloc(cap, sizeof(uint32_t));
+    for (uint32_t e = 0; e < d->n; e++) {
+        uint64_t h;
+        if (width == 0) {
+            h = d->hashes[e];
+        } else if (width == 4) {
+            uint32_t k;
+            memcpy(&k, d->plain.data + (size_t)e * 4, 4);
+            h = hash64(k);
+        } else if (width == 8) {
+            uint64_t k;
+            memcpy(&k, d->plain.data + (size_t)e * 8, 8);
+            h = hash64(k);
+        } else {
+            h = hash_bytes(d->plain.data + (size_t)e * width, width);
+        }
+        size_t pos = h & (cap - 1);
+        while (slots[pos])
+            pos = (pos + 1) & (cap - 1);
+        slots[pos] = e + 1;
+    }
+    firn_free(d->slots);
+    d->slots = slots;
+    d->mask = cap - 1;
+}
+
+static bool dict_full(const pq_colw *cw)
+{
+    return cw->dict.plain.len > cw->opts->dict_bytes || cw->dict.n >= (1u << 30);
+}
+
+/* ---- fixed-width numbers ------------------------------------------------------------------ */
+
+#define NO_NAN(v) 0
+#define IS_NAN(v) ((v) != (v))
+
+/* NAME encodes n values of source type SRC (physical DST, key KEY) into the page; stats in ST
+ * fields LO/HI of the chunk stat. */
+#define DEFINE_PUT_NUM(NAME, SRC, DST, KEY, ST, LO, HI, ST_MIN, ST_MAX, ISNAN)                     \
+    static firn_rc NAME(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,     \
+                        size_t n)                                                                  \
+    {                                                                                              \
+        const SRC *src = firn_column_values(col);                                                  \
+        ST lo = cw->stat.has ? (ST)cw->stat.LO : ST_MAX;                                           \
+        ST hi = cw->stat.has ? (ST)cw->stat.HI : ST_MIN;                                           \
+        uint64_t nans = 0;                                                                         \
+        if (cw->dict_on) {                                                                         \
+            pq_dict *d = &cw->dict;                                                                \
+            uint32_t *ids = ids_reserve(cw, n);                                                    \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                DST v = (DST)src[idx ? idx[i] : base + i];                                         \
+                KEY k;                                                                             \
+                memcpy(&k, &v, sizeof(k));                                                         \
+                size_t pos = hash64(k) & d->mask;                                                  \
+                uint32_t e;                                                                        \
+                for (;;) {                                                                         \
+                    e = d->slots[pos];                                                             \
+                    if (!e)                                                                        \
+                        break;                                                                     \
+                    KEY ek;                                                                        \
+                    memcpy(&ek, d->plain.data + (size_t)(e - 1) * sizeof(KEY), sizeof(KEY));       \
+                    if (ek == k)                                                                   \
+                        break;                                                                     \
+                    pos = (pos + 1) & d->mask;                                                     \
+                }                                                                                  \
+                if (!e) {                                                                          \
+                    FIRN_TRY(firn_buf_append(&d->plain, &v, sizeof(v)));                           \
+                    e = ++d->n;                                                                    \
+                    d->slots[pos] = e;                                                             \
+                    if ((size_t)d->n * 2 > d->mask)                                                \
+                        dict_grow(d, sizeof(KEY));                                                 \
+                    if ((ST)v < lo)                                                                \
+                        lo = (ST)v;                                                                \
+                    if ((ST)v > hi)                                                                \
+                        hi = (ST)v;                                                                \
+                }                                                                                  \
+                nans += ISNAN(v);                                                                  \
+                ids[i] = e - 1;                                                                    \
+            }                                                                                      \
+            cw->n_ids += n;                                                                        \
+        } else {                                                                                   \
+            FIRN_TRY(firn_buf_reserve(&cw->plain, n * sizeof(DST)));                               \
+            uint8_t *out = cw->plain.data + cw->plain.len;                                         \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                DST v = (DST)src[idx ? idx[i] : base + i];                                         \
+                memcpy(out + i * sizeof(DST), &v, sizeof(DST));                                    \
+                lo = (ST)v < lo ? (ST)v : lo;                                                      \
+                hi = (ST)v > hi ? (ST)v : hi;                                                      \
+                nans += ISNAN(v);                                                                  \
+            }                                                                                      \
+            cw->plain.len += n * sizeof(DST);                                                      \
+        }                                                                                          \
+        if (lo <= hi) {                                                                            \
+            cw->stat.has = true;                                                                   \
+            cw->stat.LO = lo;                                                                      \
+            cw->stat.HI = hi;                                                                      \
+        }                                                                                          \
+        cw->nan_count += (int64_t)nans;                                                            \
+        cw->page_values += n;                                                                      \
+        return FIRN_OK;                                                                            \
+    }
+
+DEFINE_PUT_NUM(
+    put_i32, int32_t, int32_t, uint32_t, int64_t, imin, imax, INT64_MIN, INT64_MAX, NO_NAN)
+DEFINE_PUT_NUM(
+    put_i32_i64, int64_t, int32_t, uint32_t, int64_t, imin, imax, INT64_MIN, INT64_MAX, NO_NAN)
+DEFINE_PUT_NUM(
+    put_i64, int64_t, int64_t, uint64_t, int64_t, imin, imax, INT64_MIN, INT64_MAX, NO_NAN)
+DEFINE_PUT_NUM(put_f32, float, float, uint32_t, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN)
+DEFINE_PUT_NUM(put_f64, double, double, uint64_t, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN)
+
+static firn_rc
+put_bool(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
+{
+    const uint8_t *src = firn_column_values(col);
+    FIRN_TRY(firn_buf_reserve(&cw->plain, n));
+    uint8_t *out = cw->plain.data + cw->plain.len;
+    int64_t lo = cw->stat.has ? cw->stat.imin : 1, hi = cw->stat.has ? cw->stat.imax : 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v = src[idx ? idx[i] : base + i] ? 1 : 0;
+        out[i] = v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    cw->plain.len += n;
+    if (n) {
+        cw->stat.has = true;
+        cw->stat.imin = lo;
+        cw->stat.imax = hi;
+    }
+    cw->page_values += n;
+    return FIRN_OK;
+}
+
+/* ---- fixed-length byte arrays (uuid, fixed, decimal > 18 digits) -------------------------- */
+
+static void dec128_be(const uint8_t *native16, uint8_t *out, size_t width)
+{
+    uint64_t lo, hi;
+    memcpy(&lo, native16, 8);
+    memcpy(&hi, native16 + 8, 8);
+    uint8_t be[16];
+    for (int i = 0; i < 8; i++) {
+        be[i] = (uint8_t)(hi >> (56 - 8 * i));
+        be[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
+    }
+    memcpy(out, be + 16 - width, width);
+}
+
+static pq_i128 dec128_value(const uint8_t *native16)
+{
+    uint64_t lo;
+    int64_t hi;
+    memcpy(&lo, native16, 8);
+    memcpy(&hi, native16 + 8, 8);
+    return (pq_i128)(((unsigned __int128)(uint64_t)hi << 64) | lo);
+}
+
+static firn_rc stat_flba(pq_colw *cw, const uint8_t *raw, const uint8_t *bytes, size_t w)
+{
+    if (cw->leaf->kind != PQK_DEC128)
+        return firn__pq_stat_bytes(&cw->stat, bytes, w, false);
+    pq_i128 v = dec128_value(raw);
+    if (!cw->stat.has || v < cw->stat.qmin)
+        cw->stat.qmin = v;
+    if (!cw->stat.has || v > cw->stat.qmax)
+        cw->stat.qmax = v;
+    cw->stat.has = true;
+    return FIRN_OK;
+}
+
+static firn_rc
+put_flba(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
+{
+    const uint8_t *src = firn_column_values(col);
+    size_t w = cw->value_width, sw = cw->leaf->kind == PQK_DEC128 ? 16 : w;
+    uint8_t tmp[16];
+    pq_dict *d = &cw->dict;
+    uint32_t *ids = cw->dict_on ? ids_reserve(cw, n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *raw = src + (idx ? idx[i] : base + i) * sw, *v = raw;
+        if (cw->leaf->kind == PQK_DEC128) {
+            dec128_be(raw, tmp, w);
+            v = tmp;
+        }
+        if (!cw->dict_on) {
+            FIRN_TRY(firn_buf_append(&cw->plain, v, w));
+            FIRN_TRY(stat_flba(cw, raw, v, w));
+            continue;
+        }
+        size_t pos = hash_bytes(v, w) & d->mask;
+        uint32_t e;
+        while ((e = d->slots[pos]) != 0 && memcmp(d->plain.data + (size_t)(e - 1) * w, v, w))
+            pos = (pos + 1) & d->mask;
+        if (!e) {
+            FIRN_TRY(firn_buf_append(&d->plain, v, w));
+            e = ++d->n;
+            d->slots[pos] = e;
+            if ((size_t)d->n * 2 > d->mask)
+                dict_grow(d, w);
+            FIRN_TRY(stat_flba(cw, raw, v, w));
+        }
+        ids[i] = e - 1;
+    }
+    if (cw->dict_on)
+        cw->n_ids += n;
+    cw->page_values += n;
+    return FIRN_OK;
+}
+
+/* ---- byte arrays (string, binary) --------------------------------------------------------- */
+
+static firn_rc dict_add_bytes(pq_dict *d, const uint8_t *p, uint32_t len, uint64_t h, size_t pos)
+{
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 1024;
+        d->offs = firn_reallocarray(d->offs, d->cap, sizeof(uint32_t));
+        d->lens = firn_reallocarray(d->lens, d->cap, sizeof(uint32_t));
+        d->hashes = firn_reallocarray(d->hashes, d->cap, sizeof(uint64_t));
+    }
+    if (d->plain.len + 4 + len > UINT32_MAX)
+        return FIRN_ERR_TOO_LARGE;
+    FIRN_TRY(firn_buf_reserve(&d->plain, 4 + (size_t)len));
+    memcpy(d->plain.data + d->plain.len, &len, 4);
+    if (len)
+        memcpy(d->plain.data + d->plain.len + 4, p, len);
+    d->offs[d->n] = (uint32_t)d->plain.len + 4;
+    d->lens[d->n] = len;
+    d->hashes[d->n] = h;
+    d->plain.len += 4 + (size_t)len;
+    d->slots[pos] = ++d->n;
+    if ((size_t)d->n * 2 > d->mask)
+        dict_grow(d, 0);
+    return FIRN_OK;
+}
+
+static firn_rc
+put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
+{
+    const uint32_t *off = firn_column_offsets(col);
+    const uint8_t *data = firn_column_data(col);
+    pq_dict *d = &cw->dict;
+    uint32_t *ids = cw->dict_on ? ids_reserve(cw, n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t s = idx ? idx[i] : base + i;
+        const uint8_t *p = data + off[s];
+        uint32_t len = off[s + 1] - off[s];
+        if (!cw->dict_on) {
+            FIRN_TRY(firn_buf_reserve(&cw->plain, 4 + (size_t)len));
+            memcpy(cw->plain.data + cw->plain.len, &len, 4);
+            if (len)
+                memcpy(cw->plain.data + cw->plain.len + 4, p, len);
+            cw->plain.len += 4 + (size_t)len;
+            FIRN_TRY(firn__pq_stat_bytes(&cw->stat, p, len, false));
+            continue;
+        }
+        uint64_t h = hash_bytes(p, len);
+        size_t pos = h & d->mask;
+        uint32_t e;
+        for (;;) {
+            e = d->slots[pos];
+            if (!e || (d->hashes[e - 1] == h && d->lens[e - 1] == len &&
+                       (len == 0 || !memcmp(d->plain.data + d->offs[e - 1], p, len))))
+                break;
+            pos = (pos + 1) & d->mask;
+        }
+        if (!e) {
+            FIRN_TRY(dict_add_bytes(d, p, len, h, pos));
+            e = d->n;
+            FIRN_TRY(firn__pq_stat_bytes(&cw->stat, p, len, false));
+        }
+        ids[i] = e - 1;
+    }
+    if (cw->dict_on)
+        cw->n_ids += n;
+    cw->page_values += n;
+    return FIRN_OK;
+}
+
+static firn_rc
+put_values(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
+{
+    switch (cw->leaf->kind) {
+    case PQK_BOOL:
+        return put_bool(cw, col, idx, base, n);
+    case PQK_I32:
+        return put_i32(cw, col, idx, base, n);
+    case PQK_I32_I64:
+        return put_i32_i64(cw, col, idx, base, n);
+    case PQK_I64:
+        return put_i64(cw, col, idx, base, n);
+    case PQK_FLOAT:
+        return put_f32(cw, col, idx, base, n);
+    case PQK_DOUBLE:
+        return put_f64(cw, col, idx, base, n);
+    case PQK_DEC128:
+    case PQK_FLBA:
+        return put_flba(cw, col, idx, base, n);
+    case PQK_BYTES:
+        return put_bytes(cw, col, idx, base, n);
+    }
+    return FIRN_ERR_INTERNAL;
+}
+
+/* ---- pages -------------------------------------------------------------------------------- */
+
+static firn_rc levels_block(firn_buf *body, const uint8_t *v, size_t n, int max_level)
+{
+    size_t at = body->len;
+    FIRN_TRY(firn_wr_le32(body, 0));
+    FIRN_TRY(firn__pq_rle_u8(body, v, n, firn__pq_bit_width((uint64_t)max_level)));
+    uint32_t len = (uint32_t)(body->len - at - 4);
+    memcpy(body->data + at, &len, 4);
+    return FIRN_OK;
+}
+
+static firn_rc pack_bools(firn_buf *body, const uint8_t *v, size_t n)
+{
+    size_t bytes = (n + 7) / 8;
+    FIRN_TRY(firn_buf_reserve(body, bytes));
+    uint8_t *out = body->data + body->len;
+    memset(out, 0, bytes);
+    for (size_t i = 0; i < n; i++)
+        out[i / 8] |= (uint8_t)(v[i] << (i % 8));
+    body->len += bytes;
+    body->data[body->len] = 0;
+    return FIRN_OK;
+}
+
+static int dict_bit_width(const pq_dict *d)
+{
+    int bw = firn__pq_bit_width(d->n ? d->n - 1 : 0);
+    return bw ? bw : 1;
+}
+
+/* Appends header + (compressed) body of a page to out; returns the header size. */
+static firn_rc emit_page(pq_codec *codec,
+                         firn_buf *out,
+                         firn_buf *comp,
+                         const firn_buf *body,
+                         int type,
+                         int32_t num_values,
+                         int encoding,
+                         size_t *out_header,
+                         firn_err *err)
+{
+    firn_buf_reset(comp);
+    FIRN_TRY(firn__pq_compress(codec, comp, body->data ? body->data : (const uint8_t *)"",
+                               body->len, err));
+    if (body->len > INT32_MAX || comp->len > INT32_MAX)
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "parquet page of %zu bytes too large",
+                            body->len);
+    size_t before = out->len;
+    pq_tw w;
+    firn__pq_tw_init(&w, out);
+    firn__pq_page_header(&w, type, body->len, comp->len, num_values, encoding, true);
+    FIRN_TRY(w.rc);
+    *out_header = out->len - before;
+    return firn_buf_append(out, comp->data, comp->len);
+}
+
+static firn_rc
+flush_page(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_err *err)
+{
+    const pq_leaf *l = cw->leaf;
+    if (cw->n_levels == 0)
+        return FIRN_OK;
+    if (cw->n_levels > INT32_MAX)
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "too many values in a parquet page");
+    firn_buf_reset(body);
+    if (l->max_rep)
+        FIRN_TRY(levels_block(body, cw->rep, cw->n_levels, l->max_rep));
+    if (l->max_def)
+        FIRN_TRY(levels_block(body, cw->def, cw->n_levels, l->max_def));
+    int enc = PQ_ENC_PLAIN;
+    if (cw->dict_on) {
+        int bw = dict_bit_width(&cw->dict);
+        enc = PQ_ENC_RLE_DICTIONARY;
+        FIRN_TRY(firn_wr_u8(body, (uint8_t)bw));
+        FIRN_TRY(firn__pq_rle_u32(body, cw->ids, cw->n_ids, bw));
+        cw->dict_data_pages++;
+    } else {
+        if (l->kind == PQK_BOOL)
+            FIRN_TRY(pack_bools(body, cw->plain.data, cw->plain.len));
+        else
+            FIRN_TRY(firn_buf_append(body, cw->plain.data, cw->plain.len));
+        cw->plain_data_pages++;
+    }
+    size_t header = 0;
+    FIRN_TRY(emit_page(codec, &cw->pages, comp, body, PQ_PAGE_DATA, (int32_t)cw->n_levels, enc,
+                       &header, err));
+    cw->data_pages_uncompressed += (int64_t)(header + body->len);
+    cw->num_values += (int64_t)cw->n_levels;
+    cw->n_levels = 0;
+    cw->n_ids = 0;
+    cw->page_values = 0;
+    firn_buf_reset(&cw->plain);
+    return FIRN_OK;
+}
+
+static size_t page_estimate(const pq_colw *cw)
+{
+    if (cw->dict_on)
+        return cw->n_ids * (size_t)dict_bit_width(&cw->dict) / 8;
+    return cw->plain.len;
+}
+
+size_t firn__pq_colw_buffered(const pq_colw *cw)
+{
+    return cw->pages.len + cw->dict.plain.len + page_estimate(cw) + cw->n_levels / 4;
+}
+
+static firn_rc
+after_step(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_err *err)
+{
+    if (cw->dict_on && dict_full(cw)) {
+        FIRN_TRY(flush_page(cw, codec, body, comp, err));
+        cw->dict_on = false;
+        return FIRN_OK;
+    }
+    if (page_estimate(cw) >= cw->opts->page_bytes || cw->n_levels >= cw->opts->page_rows)
+        return flush_page(cw, codec, body, comp, err);
+    return FIRN_OK;
+}
+
+/* ---- shredding ---------------------------------------------------------------------------- */
+
+static firn_rc null_in_required(const pq_colw *cw, size_t k, firn_err *err)
+{
+    return firn_err_set(err, FIRN_ERR_INVALID, "null value in required field \"%s\"",
+                        cw->leaf->path[k]->name);
+}
+
+static firn_rc write_flat(pq_colw *cw,
+                          pq_codec *codec,
+                          firn_column *col,
+                          size_t begin,
+                          size_t end,
+                          firn_buf *body,
+                          firn_buf *comp,
+                          firn_err *err)
+{
+    const uint8_t *valid = firn_column_validity(col);
+    size_t r = begin;
+    while (r < end) {
+        size_t n = end - r, room = cw->opts->page_rows - cw->n_levels;
+        n = n < STEP_VALUES ? n : STEP_VALUES;
+        n = n < room ? n : room;
+        const uint32_t *idx = NULL;
+        size_t nv = n;
+        if (cw->leaf->max_def) {
+            levels_reserve(cw, n);
+            uint8_t *d = cw->def + cw->n_levels;
+            if (!valid) {
+                memset(d, 1, n);
+            } else {
+                vidx_reserve(cw, n);
+                nv = 0;
+                for (size_t i = 0; i < n; i++) {
+                    size_t s = r + i;
+                    uint8_t bit = (valid[s >> 3] >> (s & 7)) & 1;
+                    d[i] = bit;
+                    cw->vidx[nv] = (uint32_t)s;
+                    nv += bit;
+                }
+                idx = cw->vidx;
+            }
+        } else if (valid) {
+            for (size_t s = r; s < r + n; s++)
+                if (!((valid[s >> 3] >> (s & 7)) & 1))
+                    return null_in_required(cw, 0, err);
+        }
+        cw->null_count += (int64_t)(n - nv);
+        cw->n_levels += n;
+        FIRN_TRY(put_values(cw, col, idx, r, nv));
+        r += n;
+        FIRN_TRY(after_step(cw, codec, body, comp, err));
+    }
+    return FIRN_OK;
+}
+
+typedef struct shred_state {
+    pq_colw *cw;
+    firn_column *const *cols;
+    size_t nv;
+    firn_err *err;
+} shred_state;
+
+static void emit(shred_state *st, int16_t def, int16_t rep, size_t slot)
+{
+    pq_colw *cw = st->cw;
+    levels_reserve(cw, 1);
+    if (cw->leaf->max_def)
+        cw->def[cw->n_levels] = (uint8_t)def;
+    if (cw->leaf->max_rep)
+        cw->rep[cw->n_levels] = (uint8_t)rep;
+    cw->n_levels++;
+    if (def == cw->leaf->max_def) {
+        vidx_reserve(cw, st->nv + 1);
+        cw->vidx[st->nv++] = (uint32_t)slot;
+    } else {
+        cw->null_count++;
+    }
+}
+
+static firn_rc shred(shred_state *st, size_t k, size_t slot, int16_t def, int16_t rep)
+{
+    const pq_leaf *l = st->cw->leaf;
+    firn_column *c = st->cols[k];
+    const firn_field *f = l->path[k];
+    bool valid = firn_column_is_valid(c, slot);
+    if (!f->required) {
+        if (!valid) {
+            emit(st, def, rep, 0);
+            return FIRN_OK;
+        }
+        def++;
+    } else if (!valid) {
+        return null_in_required(st->cw, k, st->err);
+    }
+    if (k + 1 == l->depth) {
+        emit(st, def, rep, slot);
+        return FIRN_OK;
+    }
+    if (f->type == FIRN_TYPE_STRUCT)
+        return shred(st, k + 1, slot, def, rep);
+    const uint32_t *off = firn_column_offsets(c);
+    uint32_t b = off[slot], e = off[slot + 1];
+    if (b == e) {
+        emit(st, def, rep, 0);
+        return FIRN_OK;
+    }
+    for (uint32_t i = b; i < e; i++)
+        FIRN_TRY(shred(st, k + 1, i, (int16_t)(def + 1), i == b ? rep : l->rep_at[k]));
+    return FIRN_OK;
+}
+
+static firn_rc write_nested(pq_colw *cw,
+                            pq_codec *codec,
+                            firn_column *const *cols,
+                            size_t begin,
+                            size_t end,
+                            firn_buf *body,
+                            firn_buf *comp,
+                            firn_err *err)
+{
+    shred_state st = {cw, cols, 0, err};
+    size_t r = begin;
+    while (r < end) {
+        size_t start = cw->n_levels;
+        st.nv = 0;
+        for (; r < end && cw->n_levels - start < STEP_VALUES && cw->n_levels < cw->opts->page_rows;
+             r++)
+            FIRN_TRY(shred(&st, 0, r, 0, 0));
+        FIRN_TRY(put_values(cw, cols[cw->leaf->depth - 1], cw->vidx, 0, st.nv));
+        FIRN_TRY(after_step(cw, codec, body, comp, err));
+    }
+    return FIRN_OK;
+}
+
+firn_rc firn__pq_colw_write(pq_colw *cw,
+                            pq_codec *codec,
+                            firn_column *const *cols,
+                            size_t begin,
+                            size_t end,
+                            firn_buf *scratch,
+                            firn_buf *comp,
+                            firn_err *err)
+{
+    firn_rc rc;
+    if (cw->leaf->depth == 1)
+        rc = write_flat(cw, codec, cols[0], begin, end, scratch, comp, err);
+    else
+        rc = write_nested(cw, codec, cols, begin, end, scratch, comp, err);
+    if (rc == FIRN_ERR_TOO_LARGE && (!err || err->code != rc))
+        return firn_err_set(err, rc, "column \"%s\" too large for one parquet page",
+                            cw->leaf->field->name);
+    return rc;
+}
+
+/* ---- chunk end ---------------------------------------------------------------------------- */
+
+firn_rc firn__pq_sink_write(pq_sink *s, const void *p, size_t len, firn_err *err)
+{
+    if (len == 0)
+        return FIRN_OK;
+    FIRN_TRY(s->write(s->ctx, p, len, err));
+    s->offset += len;
+    return FIRN_OK;
+}
+
+static firn_rc chunk_stats(pq_colw *cw, pq_chunk_meta *m)
+{
+    uint8_t buf[16];
+    const uint8_t *p;
+    size_t len;
+    m->null_count = cw->null_count;
+    m->has_nan = cw->leaf->kind == PQK_FLOAT || cw->leaf->kind == PQK_DOUBLE;
+    m->nan_count = cw->nan_count;
+    if (!firn__pq_stat_plain(&cw->stat, cw->leaf, false, buf, sizeof(buf), &p, &len))
+        return FIRN_OK;
+    m->min = firn_memdup(p, len);
+    m->min_len = len;
+    FIRN_ASSERT(firn__pq_stat_plain(&cw->stat, cw->leaf, true, buf, sizeof(buf), &p, &len));
+    m->max = firn_memdup(p, len);
+    m->max_len = len;
+    m->has_minmax = true;
+    return FIRN_OK;
+}
+
+static void chunk_reset(pq_colw *cw)
+{
+    firn_buf_reset(&cw->pages);
+    dict_reset(&cw->dict);
+    cw->dict_on = cw->leaf->kind != PQK_BOOL;
+    cw->data_pages_uncompressed = 0;
+    cw->dict_data_pages = cw->plain_data_pages = 0;
+    cw->num_values = cw->null_count = cw->nan_count = 0;
+    firn__pq_stat_reset(&cw->stat);
+}
+
+firn_rc firn__pq_colw_flush_chunk(pq_colw *cw,
+                                  pq_codec *codec,
+                                  pq_sink *sink,
+                                  firn_buf *scratch,
+                                  firn_buf *comp,
+                                  pq_chunk_meta *m,
+                                  firn_err *err)
+{
+    FIRN_TRY(flush_page(cw, codec, scratch, comp, err));
+    memset(m, 0, sizeof(*m));
+    m->dict_page_offset = -1;
+    m->uncompressed = cw->data_pages_uncompressed;
+    m->compressed = (int64_t)cw->pages.len;
+    if (cw->dict_data_pages > 0) {
+        firn_buf hdr;
+        firn_buf_init(&hdr, BUF_MAX);
+        size_t header = 0;
+        firn_rc rc = emit_page(codec, &hdr, comp, &cw->dict.plain, PQ_PAGE_DICTIONARY,
+                               (int32_t)cw->dict.n, PQ_ENC_PLAIN, &header, err);
+        m->dict_page_offset = (int64_t)sink->offset;
+        if (!rc)
+            rc = firn__pq_sink_write(sink, hdr.data, hdr.len, err);
+        m->uncompressed += (int64_t)(header + cw->dict.plain.len);
+        m->compressed += (int64_t)hdr.len;
+        firn_buf_deinit(&hdr);
+        FIRN_TRY(rc);
+        m->dict_pages = 1;
+    }
+    m->data_page_offset = (int64_t)sink->offset;
+    FIRN_TRY(firn__pq_sink_write(sink, cw->pages.data, cw->pages.len, err));
+    m->num_values = cw->num_values;
+    m->dict_data_pages = cw->dict_data_pages;
+    m->plain_data_pages = cw->plain_data_pages;
+    FIRN_TRY(chunk_stats(cw, m));
+    cw->file_values += (uint64_t)cw->num_values;
+    cw->file_nulls += (uint64_t)cw->null_count;
+    cw->file_nans += (uint64_t)cw->nan_count;
+    cw->file_bytes += (uint64_t)m->compressed;
+    FIRN_TRY(firn__pq_stat_merge(&cw->file_stat, &cw->stat, cw->leaf->kind));
+    chunk_reset(cw);
+    return FIRN_OK;
+}
+
+void firn__pq_chunk_meta_deinit(pq_chunk_meta *m)
+{
+    firn_free(m->min);
+    firn_free(m->max);
+    m->min = m->max = NULL;
+}

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parquet writer unit tests: Thrift compact round trips, the RLE/bit-packed hybrid, footers read
+ * back with firn's own decoder, required-field errors, metrics and file rolling. Independent
+ * readers (pyarrow, DuckDB, pyiceberg) check the files in tests/interop/test_parquet_*.py. */
+#include "parquet/pq_int.h"
+#include "t.h"
+
+typedef struct membuf {
+    firn_buf b;
+    int fail_after; /* fail the Nth write (0 = never) */
+    int writes;
+} membuf;
+
+static firn_rc mem_write(void *ctx, const void *p, size_t len, firn_err *err)
+{
+    membuf *m = ctx;
+    if (m->fail_after && ++m->writes >= m->fail_after)
+        return firn_err_set(err, FIRN_ERR_IO, "injected write failure");
+    return firn_buf_append(&m->b, p, len);
+}
+
+T_TEST(thrift_roundtrip)
+{
+    firn_buf b;
+    firn_buf_init(&b, 1 << 20);
+    pq_tw w;
+    firn__pq_tw_init(&w, &b);
+    firn__pq_tw_struct_begin(&w);
+    firn__pq_tw_field_i32(&w, 1, -5);
+    firn__pq_tw_field_i64(&w, 40, INT64_MIN); /* long form: delta > 15 */
+    firn__pq_tw_field_bool(&w, 41, true);
+    firn__pq_tw_field_struct(&w, 42);
+    firn__pq_tw_field_bin(&w, 1, "hi", 2);
+    firn__pq_tw_struct_end(&w);
+    firn__pq_tw_field_list(&w, 43, TC_I32, 20);
+    for (int i = 0; i < 20; i++)
+        firn__pq_tw_i32(&w, i * 1000);
+    firn__pq_tw_field_i32(&w, 2, 7); /* backwards: long form */
+    firn__pq_tw_struct_end(&w);
+    T_OK(w.rc);
+
+    pq_tr r;
+    int16_t id;
+    uint8_t t;
+    firn__pq_tr_init(&r, b.data, b.len);
+    firn__pq_tr_struct_begin(&r);
+    T_TRUE(firn__pq_tr_field(&r, &id, &t));
+    T_EQ_INT(id, 1);
+    T_EQ_INT(firn__pq_tr_int(&r, t), -5);
+    T_TRUE(firn__pq_tr_field(&r, &id, &t));
+    T_EQ_INT(id, 40);
+    T_EQ_INT(firn__pq_tr_int(&r, t), INT64_MIN);
+    T_TRUE(firn__pq_tr_field(&r, &id, &t));
+    T_EQ_INT(id, 41);
+    T_TRUE(firn__pq_tr_bool(&r, t));
+    T_TRUE(firn__pq_tr_field(&r, &id, &t));
+    T_EQ_INT(id, 42);
+    firn__pq_tr_skip(&r, t);
+    T_TRUE(firn__pq_tr_field(&r, &id, &t));
+    T_EQ_INT(id, 43);
+    uint8_t et;
+    T_EQ_INT(firn__pq_tr_list(&r, &et), 20);
+    for (int i = 0; i < 20; i++)
+        T_EQ_INT(firn__pq_tr_int(&r, et), i * 1000);
+    T_TRUE(firn__pq_tr_field(&r, &id, &t));
+    T_EQ_INT(id, 2);
+    T_EQ_INT(firn__pq_tr_int(&r, t), 7);
+    T_FALSE(firn__pq_tr_field(&r, &id, &t));
+    T_TRUE(firn_rd_ok(&r.rd));
+    T_EQ_UINT(firn_rd_remaining(&r.rd), 0);
+    firn_buf_deinit(&b);
+}
+
+T_TEST(rle_roundtrip)
+{
+    uint32_t v[5000], out[5000];
+    uint64_t x = 88172645463325252ull;
+    for (int bw = 1; bw <= 20; bw++) {
+        for (size_t i = 0; i < 5000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            /* runs and noise */
+            v[i] = (i / 100) % 2 ? (uint32_t)(i / 300) & ((1u << bw) - 1)
+                                 : (uint32_t)x & ((1u << bw) - 1);
+        }
+        for (size_t n = 0; n < 5000; n += 997) {
+            firn_buf b;
+            firn_buf_init(&b, 1 << 20);
+            T_OK(firn__pq_rle_u32(&b, v, n, bw));
+            T_TRUE(firn__pq_rle_decode(b.data, b.len, bw, out, n));
+            T_EQ_MEM(out, v, n * sizeof(uint32_t));
+            firn_buf_deinit(&b);
+        }
+    }
+}
+
+static firn_field *small_schema(void)
+{
+    firn_field *s = firn_field_new(0, "table", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "id", FIRN_TYPE_LONG, true));
+    firn_field_add(s, firn_field_new(2, "name", FIRN_TYPE_STRING, false));
+    firn_field *l = firn_field_new(3, "xs", FIRN_TYPE_LIST, false);
+    firn_field_add(l, firn_field_new(4, "element", FIRN_TYPE_DOUBLE, false));
+    firn_field_add(s, l);
+    return s;
+}
+
+static void fill(firn_batch *b, size_t n)
+{
+    firn_err err = {0};
+    for (size_t i = 0; i < n; i++) {
+        firn_column_append_i64(firn_batch_column(b, 0), (int64_t)i - 10);
+        if (i % 3 == 0)
+            firn_column_append_null(firn_batch_column(b, 1));
+        else
+            firn_column_append_bytes(firn_batch_column(b, 1), i % 2 ? "odd" : "even",
+                                     i % 2 ? 3 : 4);
+        firn_column *xs = firn_batch_column(b, 2);
+        firn_column_list_begin(xs);
+        if (i % 4 == 1)
+            firn_column_append_null(firn_column_child(xs, 0));
+        if (i % 4 == 2)
+            firn_column_append_double(firn_column_child(xs, 0), 0.0 / 0.0);
+        firn_column_append_double(firn_column_child(xs, 0), (double)i);
+        firn_column_list_end(xs);
+        T_OK_ERR(firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err), &err);
+    }
+}
+
+T_TEST(footer_reads_back)
+{
+    firn_field *s = small_schema();
+    firn_batch *b = firn_batch_new(s);
+    fill(b, 1000);
+    membuf m = {0};
+    firn_buf_init(&m.b, 1 << 26);
+    firn_err err = {0};
+    firn_pq_writer *w = NULL;
+    T_OK_ERR(firn_pq_writer_new(s, NULL, mem_write, &m, &w, &err), &err);
+    T_OK_ERR(firn_pq_writer_write(w, b, &err), &err);
+    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+    firn_pq_file_metrics fm;
+    firn_pq_writer_take_metrics(w, &fm);
+    firn_pq_writer_free(w);
+
+    T_EQ_UINT(fm.record_count, 1000);
+    T_EQ_UINT(fm.file_size_bytes, m.b.len);
+    T_EQ_UINT(fm.n_fields, 3);
+    T_EQ_INT(fm.fields[0].field_id, 1);
+    T_EQ_UINT(fm.fields[1].null_count, 334);
+    T_EQ_INT(fm.fields[2].field_id, 4);
+    T_EQ_UINT(fm.fields[2].value_count, 1500);
+    T_EQ_UINT(fm.fields[2].null_count, 250);
+    T_EQ_UINT(fm.fields[2].nan_count, 250);
+    T_FALSE(fm.fields[2].has_lower); /* inside a list */
+    int64_t lo;
+    memcpy(&lo, fm.fields[0].lower, 8);
+    T_EQ_INT(lo, -10);
+    T_EQ_MEM(fm.fields[1].lower, "even", 4);
+    T_EQ_UINT(fm.n_split_offsets, 1);
+    T_EQ_INT(fm.split_offsets[0], 4);
+
+    uint32_t len;
+    T_OK_ERR(firn_pq_footer_locate(m.b.data + m.b.len - 8, m.b.len, &len, &err), &err);
+    firn_pq_file_meta *md = NULL;
+    T_OK_ERR(firn_pq_footer_parse(m.b.data + m.b.len - 8 - len, len, &md, &err), &err);
+    T_EQ_INT(md->num_rows, 1000);
+    T_TRUE(strncmp(md->created_by, "firn version ", 13) == 0);
+    T_EQ_UINT(md->n_schema, 6);
+    T_EQ_STR(md->schema[3].name, "xs");
+    T_EQ_INT(md->schema[3].field_id, 3);
+    T_EQ_INT(md->schema[3].converted_type, 3);
+    T_FALSE(md->schema[4].has_field_id); /* the repeated middle group */
+    T_EQ_INT(md->schema[5].field_id, 4);
+    T_EQ_INT(md->schema[2].logical_type, 1);
+    T_EQ_UINT(md->n_row_groups, 1);
+    const firn_pq_chunk_meta *c = &md->row_groups[0].columns[1];
+    T_EQ_INT(c->stats.null_count, 334);
+    T_EQ_UINT(c->stats.min_len, 4);
+    T_EQ_MEM(c->stats.min_value, "even", 4);
+    T_EQ_MEM(c->stats.max_value, "odd", 3);
+    T_TRUE(c->dictionary_page_offset > 0 && c->dictionary_page_offset < c->data_page_offset);
+    T_EQ_UINT(c->n_path, 1);
+    T_EQ_STR(md->row_groups[0].columns[2].path[1], "list");
+    T_EQ_UINT(md->n_column_orders, 3);
+    firn_pq_file_meta_free(md);
+
+    /* every truncation of the footer fails cleanly */
+    for (uint32_t cut = 0; cut < len; cut += 7) {
+        md = NULL;
+        T_TRUE(firn_pq_footer_parse(m.b.data + m.b.len - 8 - len, cut, &md, &err) != FIRN_OK);
+    }
+    firn_pq_file_metrics_deinit(&fm);
+    firn_buf_deinit(&m.b);
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
+T_TEST(null_in_required_is_an_error)
+{
+    firn_field *s = small_schema();
+    firn_batch *b = firn_batch_new(s);
+    firn_err err = {0};
+    firn_column_append_null(firn_batch_column(b, 0));
+    firn_column_append_null(firn_batch_column(b, 1));
+    firn_column_append_null(firn_batch_column(b, 2));
+    T_OK(firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err));
+    membuf m = {0};
+    firn_buf_init(&m.b, 1 << 20);
+    firn_pq_writer *w = NULL;
+    T_OK(firn_pq_writer_new(s, NULL, mem_write, &m, &w, &err));
+    T_EQ_INT(firn_pq_writer_write(w, b, &err), FIRN_ERR_INVALID);
+    T_TRUE(strstr(err.msg, "\"id\"") != NULL);
+    T_EQ_INT(firn_pq_writer_close(w, &err), FIRN_ERR_INVALID);
+    firn_pq_writer_free(w);
+    firn_buf_deinit(&m.b);
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
+T_TEST(sink_failure_propagates)
+{
+    firn_field *s = small_schema();
+    firn_batch *b = firn_batch_new(s);
+    fill(b, 100);
+    for (int n = 1; n <= 4; n++) {
+        membuf m = {0};
+        m.fail_after = n;
+        firn_buf_init(&m.b, 1 << 20);
+        firn_err err = {0};
+        firn_pq_writer *w = NULL;
+        firn_rc rc = firn_pq_writer_new(s, NULL, mem_write, &m, &w, &err);
+        if (!rc)
+            rc = firn_pq_writer_write(w, b, &err);
+        if (!rc)
+            rc = firn_pq_writer_close(w, &err);
+        T_EQ_INT(rc, FIRN_ERR_IO);
+        firn_pq_writer_free(w);
+        firn_buf_deinit(&m.b);
+    }
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
+typedef struct roll_ctx {
+    membuf files[64];
+    uint64_t rows[64];
+    uint32_t opened, closed;
+} roll_ctx;
+
+static firn_rc
+roll_open(void *ctx, uint32_t idx, firn_pq_write_fn *out_write, void **out_ctx, firn_err *err)
+{
+    roll_ctx *r = ctx;
+    (void)err;
+    T_EQ_UINT(idx, r->opened);
+    firn_buf_init(&r->files[idx].b, 1 << 26);
+    *out_write = mem_write;
+    *out_ctx = &r->files[idx];
+    r->opened++;
+    return FIRN_OK;
+}
+
+static firn_rc roll_close(void *ctx, uint32_t idx, firn_pq_file_metrics *m, firn_err *err)
+{
+    roll_ctx *r = ctx;
+    (void)err;
+    T_EQ_UINT(m->file_size_bytes, r->files[idx].b.len);
+    r->rows[idx] = m->record_count;
+    r->closed++;
+    return FIRN_OK;
+}
+
+T_TEST(roller_splits_by_size)
+{
+    firn_field *s = small_schema();
+    firn_batch *b = firn_batch_new(s);
+    fill(b, 50000);
+    roll_ctx rc = {0};
+    firn_pq_roll_callbacks cb = {&rc, roll_open, roll_close};
+    firn_pq_options o;
+    firn_pq_options_init(&o);
+    o.file_bytes = 64 << 10;
+    o.row_group_bytes = 16 << 10;
+    o.codec = FIRN_PQ_SNAPPY;
+    firn_pq_roller *r = NULL;
+    firn_err err = {0};
+    T_OK_ERR(firn_pq_roller_new(s, &o, &cb, &r, &err), &err);
+    T_OK_ERR(firn_pq_roller_write(r, b, &err), &err);
+    T_OK_ERR(firn_pq_roller_close(r, &err), &err);
+    T_TRUE(rc.closed > 1);
+    T_EQ_UINT(firn_pq_roller_files(r), rc.closed);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < rc.closed; i++) {
+        total += rc.rows[i];
+        T_TRUE(memcmp(rc.files[i].b.data + rc.files[i].b.len - 4, "PAR1", 4) == 0);
+        firn_buf_deinit(&rc.files[i].b);
+    }
+    T_EQ_UINT(total, 50000);
+    firn_pq_roller_free(r);
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
+T_MAIN(T_CASE(thrift_roundtrip),
+       T_CASE(rle_roundtrip),
+       T_CASE(footer_reads_back),
+       T_CASE(null_in_required_is_an_error),
+       T_CASE(sink_failure_propagates),
+       T_CASE(roller_splits_by_size))
