@@ -50,4 +50,11 @@ int firn__decimal_bytes(int32_t precision);
 /* Partition value type of an Avro schema (union branches skipped). */
 firn_rc firn__ptype_of_avro(const firn_avro_schema *s, firn_ptype *out, firn_err *err);
 
+/* Parses a "partition-spec" manifest header (array of fields, or an object with "fields") into
+ * an owned spec with id spec_id. FIRN_ERR_PARSE when malformed or NULL. */
+firn_rc firn__partition_spec_parse_fields(const char *json,
+                                          int32_t spec_id,
+                                          firn_partition_spec **out,
+                                          firn_err *err);
+
 #endif

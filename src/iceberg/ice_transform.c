@@ -359,3 +359,46 @@ firn_rc firn_partition_path(const firn_partition_spec *spec,
         return firn_err_set(err, rc, "partition path too long");
     return FIRN_OK;
 }
+
+static firn_rc spec_field_from_json(json_t *f, firn_partition_spec *spec, firn_err *err)
+{
+    json_t *name = json_object_get(f, "name");
+    json_t *tr = json_object_get(f, "transform");
+    json_t *src = json_object_get(f, "source-id");
+    json_t *fid = json_object_get(f, "field-id");
+    if (!json_is_string(name) || !json_is_string(tr) || !json_is_integer(src))
+        return firn_err_set(err, FIRN_ERR_PARSE, "malformed partition field in manifest header");
+    firn_transform t;
+    FIRN_TRY(firn_transform_parse(json_string_value(tr), &t, err));
+    int32_t field_id =
+        json_is_integer(fid) ? (int32_t)json_integer_value(fid) : (int32_t)(1000 + spec->n_fields);
+    firn_partition_spec_add(spec, (int32_t)json_integer_value(src), field_id,
+                            json_string_value(name), t);
+    return FIRN_OK;
+}
+
+firn_rc firn__partition_spec_parse_fields(const char *text,
+                                          int32_t spec_id,
+                                          firn_partition_spec **out,
+                                          firn_err *err)
+{
+    if (!text)
+        return firn_err_set(err, FIRN_ERR_PARSE, "manifest has no partition-spec header");
+    json_t *root = json_loads(text, 0, NULL);
+    json_t *fields = json_is_object(root) ? json_object_get(root, "fields") : root;
+    if (!json_is_array(fields)) {
+        json_decref(root);
+        return firn_err_set(err, FIRN_ERR_PARSE, "malformed partition-spec header");
+    }
+    firn_partition_spec *spec = firn_partition_spec_new(spec_id);
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; !rc && i < json_array_size(fields); i++)
+        rc = spec_field_from_json(json_array_get(fields, i), spec, err);
+    json_decref(root);
+    if (rc) {
+        firn_partition_spec_free(spec);
+        return rc;
+    }
+    *out = spec;
+    return FIRN_OK;
+}
