@@ -15,6 +15,13 @@ static void make_dir(void)
     T_TRUE(mkdtemp(g_dir) != NULL);
 }
 
+static void remove_dir(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    T_EQ_INT(system(cmd), 0);
+}
+
 static firn_field *make_schema(void)
 {
     firn_field *s = firn_field_new(0, "table", FIRN_TYPE_STRUCT, true);
@@ -257,6 +264,7 @@ T_TEST(manifest_round_trip)
     firn_partition_spec_free(spec);
     firn_field_free(schema);
     firn_io_free(io);
+    remove_dir();
 }
 
 T_TEST(delete_manifest_and_empty)
@@ -302,6 +310,7 @@ T_TEST(delete_manifest_and_empty)
     firn_partition_spec_free(spec);
     firn_field_free(schema);
     firn_io_free(io);
+    remove_dir();
 }
 
 T_MAIN(T_CASE(manifest_round_trip), T_CASE(delete_manifest_and_empty))
