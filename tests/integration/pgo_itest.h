@@ -5,11 +5,12 @@
 #define FIRN_PGO_ITEST_H
 
 #include "firn/pgoutput.h"
+#include "source/pg/pgo_stream_int.h"
 #include "t.h"
 
 #include <libpq-fe.h>
 
-static PGconn *it_connect(void)
+static inline PGconn *it_connect(void)
 {
     const char *uri = getenv("FIRN_TEST_PGURI");
     if (!uri)
@@ -21,7 +22,7 @@ static PGconn *it_connect(void)
 }
 
 /* Runs one or more statements; fails the test on error. */
-static void it_sql(PGconn *c, const char *sql)
+static inline void it_sql(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
     ExecStatusType st = PQresultStatus(r);
@@ -31,7 +32,7 @@ static void it_sql(PGconn *c, const char *sql)
 }
 
 /* Runs a query returning one value; returns an owned copy. */
-static char *it_value(PGconn *c, const char *sql)
+static inline char *it_value(PGconn *c, const char *sql)
 {
     PGresult *r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
@@ -41,7 +42,24 @@ static char *it_value(PGconn *c, const char *sql)
     return v;
 }
 
-static firn_pgo_stream *
+/* Appends every received message to $FIRN_PGO_CAPTURE_DIR/<slot>.stream as "u8 flags (fuzz
+ * target layout), u32 length, bytes" (refreshes tests/data/pgoutput). */
+static inline void it_capture(void *ctx, const firn_pgo_proto_opts *o, const uint8_t *p, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s.stream", getenv("FIRN_PGO_CAPTURE_DIR"), (const char *)ctx);
+    FILE *f = fopen(path, "ab");
+    if (!f)
+        T_FAIL("cannot open %s", path);
+    const uint8_t hdr[5] = {(uint8_t)((o->proto_version - 1) | (o->in_stream ? 4 : 0)),
+                            (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                            (uint8_t)len};
+    fwrite(hdr, 1, 5, f);
+    fwrite(p, 1, len, f);
+    fclose(f);
+}
+
+static inline firn_pgo_stream *
 it_open(const char *slot, const char *const *pubs, size_t n_pubs, bool text, size_t budget)
 {
     firn_pgo_config cfg = {0};
@@ -55,10 +73,12 @@ it_open(const char *slot, const char *const *pubs, size_t n_pubs, bool text, siz
     firn_pgo_stream *s = NULL;
     firn_err err = {0};
     T_OK_ERR(firn_pgo_stream_open(&cfg, &s, &err), &err);
+    if (getenv("FIRN_PGO_CAPTURE_DIR"))
+        firn__pgo_stream_set_capture(s, it_capture, (void *)slot);
     return s;
 }
 
-static void it_render_tuple(firn_buf *o, const firn_pgo_tuple *t)
+static inline void it_render_tuple(firn_buf *o, const firn_pgo_tuple *t)
 {
     T_OK(firn_buf_append_cstr(o, "("));
     for (uint16_t i = 0; i < t->n_cols; i++) {
@@ -81,7 +101,7 @@ static void it_render_tuple(firn_buf *o, const firn_pgo_tuple *t)
 }
 
 /* Appends one line for ev; checks transaction positions are consistent. */
-static void it_render(firn_buf *o, const firn_pgo_event *ev)
+static inline void it_render(firn_buf *o, const firn_pgo_event *ev)
 {
     const firn_pgo_msg *m = ev->msg;
     switch (ev->type) {
@@ -128,7 +148,7 @@ static void it_render(firn_buf *o, const firn_pgo_event *ev)
  * transaction is rendered into out; fn (may be NULL) sees each event first. */
 typedef void (*it_event_fn)(void *ctx, firn_pgo_event *ev);
 
-static void it_drain(firn_pgo_stream *s, PGconn *c, firn_buf *out, it_event_fn fn, void *ctx)
+static inline void it_drain(firn_pgo_stream *s, PGconn *c, firn_buf *out, it_event_fn fn, void *ctx)
 {
     it_sql(c, "INSERT INTO it_marker VALUES (DEFAULT)");
     const int64_t deadline = firn_monotonic_ns() + INT64_C(60) * 1000000000;
@@ -164,7 +184,7 @@ static void it_drain(firn_pgo_stream *s, PGconn *c, firn_buf *out, it_event_fn f
     firn_buf_deinit(&txn);
 }
 
-static const char *it_text(const firn_buf *b)
+static inline const char *it_text(const firn_buf *b)
 {
     return b->data ? (const char *)b->data : "";
 }

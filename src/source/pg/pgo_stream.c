@@ -321,7 +321,7 @@ static firn_rc handle_copy(firn_pgo_stream *s, const char *buf, int len, firn_er
     s->bytes_received += c.payload.len;
     s->messages++;
     if (s->capture)
-        s->capture(s->capture_ctx, c.payload.ptr, c.payload.len);
+        s->capture(s->capture_ctx, &s->sess.opts, c.payload.ptr, c.payload.len);
     firn_rc rc = firn__pgo_sess_feed(&s->sess, c.payload.ptr, c.payload.len, err);
     if (rc) {
         char l[24];

@@ -9,7 +9,10 @@
 #include <libpq-fe.h>
 
 /* Called with every pgoutput message received (tests capture corpora with it). */
-typedef void (*firn__pgo_capture_fn)(void *ctx, const uint8_t *p, size_t len);
+typedef void (*firn__pgo_capture_fn)(void *ctx,
+                                     const firn_pgo_proto_opts *opts,
+                                     const uint8_t *p,
+                                     size_t len);
 
 struct firn_pgo_stream {
     firn_pgo_config cfg;
