@@ -12,6 +12,8 @@
 #include "firn/io.h"
 #include "firn/util.h"
 
+struct firn_pq_file_metrics; /* firn/parquet.h */
+
 /* ------------------------------------------------------------------------------------------------
  * Primitive types and single values
  * ----------------------------------------------------------------------------------------------*/
@@ -209,6 +211,10 @@ void firn_data_file_init(firn_data_file *f,
                          int32_t spec_id);
 /** Frees what f owns and zeroes it (NULL accepted). */
 void firn_data_file_deinit(firn_data_file *f);
+/** Fills f's counts, per-column metrics (every metric the Parquet writer reported, bounds
+ * copied), record count, file size and split offsets from the metrics of a written Parquet file
+ * (include/firn/parquet.h). f must be initialized (firn_data_file_init); m is borrowed. */
+void firn_data_file_set_pq_metrics(firn_data_file *f, const struct firn_pq_file_metrics *m);
 /** Deep copy of src into dst (dst uninitialized). */
 void firn_data_file_copy(firn_data_file *dst, const firn_data_file *src);
 /** Sets the partition tuple (values copied, including their bytes). */

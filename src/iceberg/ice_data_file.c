@@ -3,6 +3,8 @@
  * snapshot summary string map (memory management only; encoding lives elsewhere). */
 #include "ice_manifest_int.h"
 
+#include "firn/parquet.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -231,4 +233,24 @@ const char *firn_summary_get(const firn_summary *s, const char *key)
             return s->kv[i].value;
     }
     return NULL;
+}
+
+void firn_data_file_set_pq_metrics(firn_data_file *f, const struct firn_pq_file_metrics *m)
+{
+    f->record_count = (int64_t)m->record_count;
+    f->file_size_in_bytes = (int64_t)m->file_size_bytes;
+    for (size_t i = 0; i < m->n_fields; i++) {
+        const firn_pq_field_metrics *pm = &m->fields[i];
+        firn_col_metrics *cm = firn_data_file_metrics(f, pm->field_id);
+        cm->column_size = (int64_t)pm->column_size_bytes;
+        cm->value_count = (int64_t)pm->value_count;
+        cm->null_count = (int64_t)pm->null_count;
+        cm->nan_count = pm->has_nan_count ? (int64_t)pm->nan_count : -1;
+        if (pm->has_lower)
+            firn_data_file_set_bound(f, pm->field_id, false, pm->lower, pm->lower_len);
+        if (pm->has_upper)
+            firn_data_file_set_bound(f, pm->field_id, true, pm->upper, pm->upper_len);
+    }
+    if (m->split_offsets)
+        firn_data_file_set_split_offsets(f, m->split_offsets, m->n_split_offsets);
 }
