@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The commands: spec prints the JSON Schema; check, discover, sync and status load the
+ * configuration and call the engine, whose result becomes the exit code. */
+#include "cli_int.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int signo)
+{
+    stop_signal = signo;
+}
+
+int firn__cli_spec(const cli_cmd *cmd, cli_opts *o)
+{
+    char *json = NULL;
+    firn_err err = {0};
+    if (firn_config_spec(o->n_args ? o->args[0] : NULL, &json, &err))
+        return firn__cli_usage_error(cmd, "%s", err.msg);
+    puts(json);
+    firn_free(json);
+    return CLI_EXIT_OK;
+}
+
+/* "<folder of path>/<name>": OLake keeps streams.json and state.json next to the config. */
+static char *sibling(const char *path, const char *name)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    size_t len = dir_len + strlen(name) + 1;
+    char *out = firn_malloc(len);
+    memcpy(out, path, dir_len);
+    memcpy(out + dir_len, name, strlen(name) + 1);
+    return out;
+}
+
+/* Loads the files, sets up logging and reports warnings. Returns an exit code. */
+static int
+load(const cli_cmd *cmd, const cli_opts *o, const firn_config_paths *paths, firn_config *cfg)
+{
+    int code = firn__cli_setup_log(cmd, o);
+    if (code)
+        return code;
+    firn_err err = {0};
+    if (firn_config_load(paths, cfg, &err)) {
+        firn__cli_error("%s", err.msg);
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg->has_destination && !o->log && !getenv("FIRN_LOG") && cfg->destination.log &&
+        firn_log_configure(cfg->destination.log, &err)) {
+        firn__cli_error("%s: \"log\": %s", cfg->destination_path, err.msg);
+        firn_config_free(cfg);
+        return CLI_EXIT_USAGE;
+    }
+    if (cfg->has_destination && !o->log_format)
+        firn_log_set_json(cfg->destination.log_format == 1);
+    for (size_t i = 0; i < cfg->warnings.count; i++)
+        FIRN_LOG(FIRN_LOG_WARN, "cli", "%s", cfg->warnings.items[i]);
+    return CLI_EXIT_OK;
+}
+
+/* Exit code of a failed engine call. */
+static int engine_failure(firn_rc rc, const firn_err *err)
+{
+    if (rc == FIRN_ERR_CANCELLED || stop_signal) {
+        if (err->msg[0] && rc != FIRN_ERR_CANCELLED)
+            firn__cli_error("%s", err->msg);
+        return stop_signal == SIGINT ? CLI_EXIT_INTERRUPTED
+                                     : (rc == FIRN_ERR_CANCELLED ? CLI_EXIT_OK : CLI_EXIT_RUNTIME);
+    }
+    firn__cli_error("%s", err->msg[0] ? err->msg : firn_rc_message(rc));
+    if (rc == FIRN_ERR_CONFIG)
+        return CLI_EXIT_USAGE;
+    switch (firn_engine_last_fault()) {
+    case FIRN_FAULT_CONFIG:
+        return CLI_EXIT_USAGE;
+    case FIRN_FAULT_SOURCE:
+        return CLI_EXIT_SOURCE;
+    case FIRN_FAULT_DESTINATION:
+        return CLI_EXIT_DESTINATION;
+    case FIRN_FAULT_NONE:
+        break;
+    }
+    return CLI_EXIT_RUNTIME;
+}
+
+int firn__cli_check(const cli_cmd *cmd, cli_opts *o)
+{
+    if (!o->source && !o->destination)
+        return firn__cli_usage_error(cmd, "give --source FILE, --destination FILE or both");
+    firn_config_paths paths = {o->source, o->destination, o->streams, NULL};
+    firn_config cfg = {0};
+    int code = load(cmd, o, &paths, &cfg);
+    if (code)
+        return code;
+    firn_err err = {0};
+    firn_rc rc = firn_engine_check(&cfg, &err);
+    if (rc == FIRN_OK) {
+        printf("check: ok (%s%s%s)\n", cfg.has_source ? "source" : "",
+               cfg.has_source && cfg.has_destination ? ", " : "",
+               cfg.has_destination ? "destination" : "");
+        code = CLI_EXIT_OK;
+    } else {
+        code = engine_failure(rc, &err);
+    }
+    firn_config_free(&cfg);
+    return code;
+}
+
+int firn__cli_discover(const cli_cmd *cmd, cli_opts *o)
+{
+    if (!o->source)
+        return firn__cli_usage_error(cmd, "missing --source FILE");
+    firn_config_paths paths = {o->source, o->destination, o->streams, NULL};
+    firn_config cfg = {0};
+    int code = load(cmd, o, &paths, &cfg);
+    if (code)
+        return code;
+    char *out = o->output
+                    ? firn_strdup(o->output)
+                    : (o->streams ? firn_strdup(o->streams) : sibling(o->source, "streams.json"));
+    firn_err err = {0};
+    firn_rc rc = firn_engine_discover(&cfg, out, &err);
+    if (rc == FIRN_OK) {
+        printf("discover: wrote %s\n", out);
+        code = CLI_EXIT_OK;
+    } else {
+        code = engine_failure(rc, &err);
+    }
+    firn_free(out);
+    firn_config_free(&cfg);
+    return code;
+}
+
+static void install_stop_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int firn__cli_sync(const cli_cmd *cmd, cli_opts *o)
+{
+    const char *missing = !o->source        ? "--source FILE"
+                          : !o->destination ? "--destination FILE"
+                          : !o->streams     ? "--streams FILE"
+                                            : NULL;
+    if (missing)
+        return firn__cli_usage_error(cmd, "missing %s", missing);
+    char *state = o->state ? firn_strdup(o->state) : sibling(o->streams, "state.json");
+    firn_config_paths paths = {o->source, o->destination, o->streams, state};
+    firn_config cfg = {0};
+    int code = load(cmd, o, &paths, &cfg);
+    firn_free(state);
+    if (code)
+        return code;
+    install_stop_handlers();
+    firn_sync_options opts = {.follow = o->follow, .stop = &stop_signal};
+    firn_err err = {0};
+    firn_rc rc = firn_engine_sync(&cfg, &opts, &err);
+    code = rc == FIRN_OK ? (stop_signal == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK)
+                         : engine_failure(rc, &err);
+    firn_config_free(&cfg);
+    return code;
+}
+
+int firn__cli_status(const cli_cmd *cmd, cli_opts *o)
+{
+    if (!o->streams)
+        return firn__cli_usage_error(cmd, "missing --streams FILE");
+    char *state = o->state ? firn_strdup(o->state) : sibling(o->streams, "state.json");
+    firn_config_paths paths = {o->source, o->destination, o->streams, state};
+    firn_config cfg = {0};
+    int code = load(cmd, o, &paths, &cfg);
+    firn_free(state);
+    if (code)
+        return code;
+    firn_err err = {0};
+    firn_rc rc = firn_engine_status(&cfg, stdout, &err);
+    code = rc == FIRN_OK ? CLI_EXIT_OK : engine_failure(rc, &err);
+    firn_config_free(&cfg);
+    return code;
+}

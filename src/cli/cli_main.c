@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The firn command line: the command table, help texts, option parsing and exit codes. */
+#include "cli_int.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FILE_OPTS                                                                                  \
+    "  --source FILE        source.json: the PostgreSQL database (OLake: --config)\n"              \
+    "  --destination FILE   destination.json: the Iceberg catalog and writer settings\n"           \
+    "  --streams FILE       streams.json: the tables to sync (OLake: --catalog)\n"
+#define LOG_OPTS                                                                                   \
+    "  --log SPEC           log levels, e.g. \"info\" or \"info,pg=debug,-io\" (env FIRN_LOG)\n"   \
+    "  --log-format FORMAT  logfmt (default) or json\n"                                            \
+    "  -h, --help           show this help\n"
+
+static const cli_cmd commands[] = {
+    {"spec", "print the JSON Schema of the configuration files",
+     "usage: firn spec [source|destination|streams|state]\n"
+     "\n"
+     "Prints the JSON Schema (draft 2020-12) of one configuration file, or of all four as one\n"
+     "object. The schema is generated from the tables firn validates with.\n"
+     "\n"
+     "options:\n"
+     "  -h, --help           show this help\n",
+     0, 1, firn__cli_spec},
+    {"check", "test the connection to the source and the destination",
+     "usage: firn check [--source FILE] [--destination FILE] [--streams FILE]\n"
+     "\n"
+     "Validates the files, then connects: to PostgreSQL (login, wal_level, replication slot and\n"
+     "publication) and to the catalog (a test namespace and file are written and removed).\n"
+     "At least one of --source and --destination is needed.\n"
+     "\n"
+     "options:\n" FILE_OPTS LOG_OPTS,
+     CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_LOG, 0, firn__cli_check},
+    {"discover", "list the source's tables and write the streams file",
+     "usage: firn discover --source FILE [--destination FILE] [--streams FILE] [--output FILE]\n"
+     "\n"
+     "Writes a streams file listing every table with its columns, key and cursor candidates.\n"
+     "With --streams, the selections and options of that file are kept. The file is written to\n"
+     "--output, else over --streams, else streams.json next to the source file.\n"
+     "\n"
+     "options:\n" FILE_OPTS "  --output FILE        where to write the streams file\n" LOG_OPTS,
+     CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_OUTPUT | CLI_OPT_LOG, 0,
+     firn__cli_discover},
+    {"sync", "copy the selected tables into Iceberg",
+     "usage: firn sync --source FILE --destination FILE --streams FILE [--state FILE] [--follow]\n"
+     "\n"
+     "Without --follow: a catch-up run. Backfills what is pending, reads the WAL up to the\n"
+     "position current at start, commits and exits. With --follow: keeps streaming and commits\n"
+     "each table per its commit policy until SIGINT or SIGTERM, which stop it cleanly.\n"
+     "\n"
+     "options:\n" FILE_OPTS
+     "  --state FILE         state.json (default: state.json next to the streams file)\n"
+     "  --follow             keep streaming changes\n" LOG_OPTS,
+     CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_FOLLOW |
+         CLI_OPT_LOG,
+     0, firn__cli_sync},
+    {"status", "show each stream's committed position, last commit and lag",
+     "usage: firn status --streams FILE [--state FILE] [--source FILE] [--destination FILE]\n"
+     "\n"
+     "Prints one line per selected stream: committed source position, time of the last\n"
+     "commit and lag. With --source, the lag is measured against the source's current WAL\n"
+     "position.\n"
+     "\n"
+     "options:\n" FILE_OPTS
+     "  --state FILE         state.json (default: state.json next to the streams file)\n" LOG_OPTS,
+     CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_LOG, 0,
+     firn__cli_status},
+    {"version", "print the version and build", "usage: firn version\n", 0, 0, NULL},
+    {"help", "show help for firn or a command", "usage: firn help [COMMAND]\n", 0, 1, NULL},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+void firn__cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("firn: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int firn__cli_usage_error(const cli_cmd *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "firn: %s: ", cmd->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "; run \"firn %s --help\"\n", cmd->name);
+    return CLI_EXIT_USAGE;
+}
+
+void firn__cli_print_exit_codes(FILE *out)
+{
+    fprintf(out, "exit codes:\n"
+                 "  0    success\n"
+                 "  1    runtime error (none of the classes below)\n"
+                 "  2    usage or configuration error: bad option, missing or unreadable file,\n"
+                 "       invalid JSON, unknown key, bad value, unset environment variable\n"
+                 "  3    source error: host unreachable, authentication failed, missing slot or\n"
+                 "       publication, wal_level not logical, missing privileges\n"
+                 "  4    destination error: catalog unreachable or refusing, catalog path or\n"
+                 "       warehouse not writable, storage credentials\n"
+                 "  130  interrupted by SIGINT (after a clean stop; SIGTERM exits 0)\n");
+}
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "usage: firn <command> [options]\n"
+                 "\n"
+                 "firn copies PostgreSQL tables into Apache Iceberg and keeps them current from\n"
+                 "the WAL.\n"
+                 "\n"
+                 "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n"
+                 "Run \"firn <command> --help\" for its options. The configuration files are\n"
+                 "described by \"firn spec\" and in docs/configuration.md.\n"
+                 "\n");
+    firn__cli_print_exit_codes(out);
+}
+
+static const cli_cmd *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    }
+    return NULL;
+}
+
+static int run_help(const cli_opts *o)
+{
+    if (o->n_args == 0) {
+        print_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    const cli_cmd *cmd = find_command(o->args[0]);
+    if (!cmd) {
+        firn__cli_error("unknown command \"%s\"; run \"firn help\" for the list", o->args[0]);
+        return CLI_EXIT_USAGE;
+    }
+    fputs(cmd->help, stdout);
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        print_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0)
+        name = "version";
+    const cli_cmd *cmd = find_command(name);
+    if (!cmd) {
+        firn__cli_error("unknown command \"%s\"; run \"firn help\" for the list", name);
+        return CLI_EXIT_USAGE;
+    }
+    cli_opts o = {0};
+    if (!firn__cli_parse(cmd, argc - 2, argv + 2, &o))
+        return CLI_EXIT_USAGE;
+    if (o.help) {
+        fputs(cmd->help, stdout);
+        if (cmd->options)
+            fputc('\n', stdout);
+        if (cmd->options)
+            firn__cli_print_exit_codes(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(cmd->name, "help") == 0)
+        return run_help(&o);
+    if (strcmp(cmd->name, "version") == 0) {
+        printf("firn version %s (build %s)\n", FIRN_VERSION, FIRN_BUILD_ID);
+        return CLI_EXIT_OK;
+    }
+    return cmd->run(cmd, &o);
+}

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Defaults, cross-key checks and normalisation after a file is bound (OLake's jdbc:sqlite: URL
+ * becomes the SQL catalog path, slot names default from the database, the readers choose the
+ * format version), small container helpers, and the libpq conninfo builder. */
+#include "cfg_int.h"
+
+#include <ctype.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------------------------
+ * Containers and names
+ * ----------------------------------------------------------------------------------------------*/
+
+void firn_strlist_push(firn_strlist *l, const char *s)
+{
+    l->items = firn_reallocarray(l->items, l->count + 1, sizeof(*l->items));
+    l->items[l->count++] = firn_strdup(s);
+}
+
+bool firn_strlist_contains(const firn_strlist *l, const char *s)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        if (strcmp(l->items[i], s) == 0)
+            return true;
+    }
+    return false;
+}
+
+void firn_strlist_clear(firn_strlist *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->count; i++)
+        firn_free(l->items[i]);
+    firn_free(l->items);
+    l->items = NULL;
+    l->count = 0;
+}
+
+const char *firn_kvlist_get(const firn_kvlist *l, const char *key)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        if (strcmp(l->items[i].key, key) == 0)
+            return l->items[i].value;
+    }
+    return NULL;
+}
+
+void firn__cfg_kvlist_push(firn_kvlist *l, const char *key, const char *value)
+{
+    l->items = firn_reallocarray(l->items, l->count + 1, sizeof(*l->items));
+    l->items[l->count].key = firn_strdup(key);
+    l->items[l->count].value = firn_strdup(value);
+    l->count++;
+}
+
+void firn__cfg_kvlist_clear(firn_kvlist *l)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        firn_free(l->items[i].key);
+        firn_free(l->items[i].value);
+    }
+    firn_free(l->items);
+    l->items = NULL;
+    l->count = 0;
+}
+
+const char *firn_sync_mode_name(firn_sync_mode m)
+{
+    switch (m) {
+    case FIRN_SYNC_FULL_REFRESH:
+        return "full_refresh";
+    case FIRN_SYNC_FULL_REFRESH_CDC:
+        return "full_refresh_cdc";
+    case FIRN_SYNC_CDC_ONLY:
+        return "cdc_only";
+    case FIRN_SYNC_INCREMENTAL:
+        return "incremental";
+    case FIRN_SYNC_UNSET:
+        break;
+    }
+    return "";
+}
+
+const char *firn_sync_mode_olake_name(firn_sync_mode m)
+{
+    switch (m) {
+    case FIRN_SYNC_FULL_REFRESH_CDC:
+        return "cdc";
+    case FIRN_SYNC_CDC_ONLY:
+        return "strict_cdc";
+    default:
+        return firn_sync_mode_name(m);
+    }
+}
+
+const char *firn_sslmode_name(firn_sslmode m)
+{
+    static const char *const names[] = {"disable", "allow",     "prefer",
+                                        "require", "verify-ca", "verify-full"};
+    return (size_t)m < sizeof(names) / sizeof(names[0]) ? names[m] : "prefer";
+}
+
+firn_rc firn_size_parse(const char *text, uint64_t *out_bytes, firn_err *err)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {{"", 1},
+                 {"B", 1},
+                 {"KB", 1000},
+                 {"KiB", 1024},
+                 {"MB", 1000 * 1000},
+                 {"MiB", 1024 * 1024},
+                 {"GB", 1000ull * 1000 * 1000},
+                 {"GiB", 1024ull * 1024 * 1024},
+                 {"TB", 1000ull * 1000 * 1000 * 1000},
+                 {"TiB", 1024ull * 1024 * 1024 * 1024}};
+    size_t digits = 0;
+    while (isdigit((unsigned char)text[digits]))
+        digits++;
+    const char *suffix = text + digits;
+    while (*suffix == ' ')
+        suffix++;
+    uint64_t n = 0;
+    firn_err perr = {0};
+    if (digits == 0 || firn_parse_u64(text, digits, &n, &perr))
+        return firn_err_set(err, FIRN_ERR_PARSE, "invalid size \"%.40s\"", text);
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(suffix, units[i].suffix) != 0)
+            continue;
+        if (n > UINT64_MAX / units[i].mult)
+            break;
+        *out_bytes = n * units[i].mult;
+        return FIRN_OK;
+    }
+    return firn_err_set(err, FIRN_ERR_PARSE, "invalid size \"%.40s\"", text);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Freeing
+ * ----------------------------------------------------------------------------------------------*/
+
+void firn__cfg_source_free(firn_source_config *s)
+{
+    char **strs[] = {&s->host,        &s->database, &s->username, &s->password, &s->uri,
+                     &s->sslrootcert, &s->sslcert,  &s->sslkey,   &s->slot,     &s->publication};
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        firn_free(*strs[i]);
+    firn__cfg_kvlist_clear(&s->params);
+    firn_strlist_clear(&s->schemas);
+    memset(s, 0, sizeof(*s));
+}
+
+void firn__cfg_destination_free(firn_destination_config *d)
+{
+    firn_catalog_config *c = &d->catalog;
+    firn_storage_config *st = &d->storage;
+    char **strs[] = {&c->name,
+                     &c->uri,
+                     &c->warehouse,
+                     &c->prefix,
+                     &c->token,
+                     &c->credential,
+                     &c->oauth2_server_uri,
+                     &c->scope,
+                     &c->google_credentials_file,
+                     &c->sigv4_region,
+                     &c->sigv4_service,
+                     &st->endpoint,
+                     &st->region,
+                     &st->access_key_id,
+                     &st->secret_access_key,
+                     &st->session_token,
+                     &d->namespace_pattern,
+                     &d->log};
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        firn_free(*strs[i]);
+    firn__cfg_kvlist_clear(&c->headers);
+    firn__cfg_kvlist_clear(&c->properties);
+    firn__cfg_kvlist_clear(&d->table_properties);
+    memset(d, 0, sizeof(*d));
+}
+
+void firn__cfg_stream_free(firn_stream_config *s)
+{
+    char **strs[] = {&s->namespace,        &s->name,         &s->cursor_field, &s->cursor_fallback,
+                     &s->target_namespace, &s->target_table, &s->filter,       &s->type_schema};
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        firn_free(*strs[i]);
+    firn_strlist *lists[] = {&s->primary_key, &s->source_primary_key, &s->columns,
+                             &s->supported_sync_modes, &s->available_cursor_fields};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+        firn_strlist_clear(lists[i]);
+    for (size_t i = 0; i < s->partition_count; i++)
+        firn_free(s->partition[i].column);
+    firn_free(s->partition);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * source.json
+ * ----------------------------------------------------------------------------------------------*/
+
+void firn__cfg_source_defaults(firn_source_config *s)
+{
+    s->port = 5432;
+    s->sslmode = FIRN_SSL_PREFER;
+    s->initial_wait_ms = 10 * 1000;
+    s->parallelism = 4;
+    s->chunk_bytes = 64u << 20;
+    s->batch_rows = 65536;
+    s->connect_timeout_ms = 10 * 1000;
+    s->default_mode = FIRN_SYNC_FULL_REFRESH_CDC;
+}
+
+/* "firn_" + the database name folded to [a-z0-9_] (slot names allow nothing else). */
+static char *default_object_name(const char *database)
+{
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "firn_%s", database ? database : "");
+    if (!database || n < 0)
+        return firn_strdup("firn");
+    for (char *p = buf; *p; p++) {
+        *p = (char)tolower((unsigned char)*p);
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            *p = '_';
+    }
+    return firn_strdup(buf);
+}
+
+firn_rc firn__cfg_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err)
+{
+    if (!s->host && !s->uri)
+        return firn__cfg_fail(ctx, err, "missing required key \"host\" (or \"uri\")");
+    if (!s->database && !s->uri)
+        return firn__cfg_fail(ctx, err, "missing required key \"database\"");
+    if (!s->username && !s->uri)
+        return firn__cfg_fail(ctx, err, "missing required key \"username\"");
+    if (s->uri && !(strncmp(s->uri, "postgres://", 11) == 0 ||
+                    strncmp(s->uri, "postgresql://", 13) == 0 || strchr(s->uri, '=')))
+        return firn__cfg_fail(ctx, err,
+                              "\"uri\" must be a postgresql:// URI or a key=value conninfo");
+    if (s->host && (strstr(s->host, "://") || strchr(s->host, '/')))
+        return firn__cfg_fail(ctx, err, "\"host\" must be a host name or address, not a URL");
+    s->slot_given = s->slot != NULL;
+    s->publication_given = s->publication != NULL;
+    if (!s->slot)
+        s->slot = default_object_name(s->database);
+    if (!s->publication)
+        s->publication = default_object_name(s->database);
+    if (!firn__cfg_was_set(ctx, &s->create_slot))
+        s->create_slot = !s->slot_given;
+    if (!firn__cfg_was_set(ctx, &s->create_publication))
+        s->create_publication = !s->publication_given;
+    if (s->update_method == FIRN_UPDATE_CDC && !s->slot_given)
+        return firn__cfg_fail(ctx, err, "missing required key \"update_method.replication_slot\"");
+    return FIRN_OK;
+}
+
+static firn_rc append_conninfo(firn_buf *b, const char *key, const char *value)
+{
+    if (!value)
+        return FIRN_OK;
+    FIRN_TRY(firn_buf_appendf(b, "%s%s='", b->len ? " " : "", key));
+    for (const char *p = value; *p; p++) {
+        if (*p == '\'' || *p == '\\')
+            FIRN_TRY(firn_buf_append(b, "\\", 1));
+        FIRN_TRY(firn_buf_append(b, p, 1));
+    }
+    return firn_buf_append(b, "'", 1);
+}
+
+static firn_rc append_uri_options(firn_buf *b, const char *uri, firn_err *err)
+{
+    char *errmsg = NULL;
+    PQconninfoOption *opts = PQconninfoParse(uri, &errmsg);
+    if (!opts) {
+        if (errmsg)
+            PQfreemem(errmsg);
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "source \"uri\" is not a valid connection "
+                            "string");
+    }
+    firn_rc rc = FIRN_OK;
+    for (PQconninfoOption *o = opts; o->keyword && rc == FIRN_OK; o++) {
+        if (o->val && o->val[0])
+            rc = append_conninfo(b, o->keyword, o->val);
+    }
+    PQconninfoFree(opts);
+    return rc;
+}
+
+static firn_rc
+build_conninfo(firn_buf *b, const firn_source_config *src, bool replication, firn_err *err)
+{
+    char num[32];
+    if (src->uri)
+        FIRN_TRY(append_uri_options(b, src->uri, err));
+    FIRN_TRY(append_conninfo(b, "host", src->host));
+    snprintf(num, sizeof(num), "%lld", (long long)src->port);
+    FIRN_TRY(append_conninfo(b, "port", src->uri && src->port == 5432 ? NULL : num));
+    FIRN_TRY(append_conninfo(b, "dbname", src->database));
+    FIRN_TRY(append_conninfo(b, "user", src->username));
+    FIRN_TRY(append_conninfo(b, "password", src->password));
+    FIRN_TRY(append_conninfo(b, "sslmode", firn_sslmode_name(src->sslmode)));
+    FIRN_TRY(append_conninfo(b, "sslrootcert", src->sslrootcert));
+    FIRN_TRY(append_conninfo(b, "sslcert", src->sslcert));
+    FIRN_TRY(append_conninfo(b, "sslkey", src->sslkey));
+    snprintf(num, sizeof(num), "%lld", (long long)((src->connect_timeout_ms + 999) / 1000));
+    FIRN_TRY(append_conninfo(b, "connect_timeout", src->connect_timeout_ms ? num : NULL));
+    if (!firn_kvlist_get(&src->params, "application_name"))
+        FIRN_TRY(append_conninfo(b, "application_name", "firn"));
+    for (size_t i = 0; i < src->params.count; i++)
+        FIRN_TRY(append_conninfo(b, src->params.items[i].key, src->params.items[i].value));
+    if (replication)
+        FIRN_TRY(append_conninfo(b, "replication", "database"));
+    return FIRN_OK;
+}
+
+firn_rc firn_source_conninfo(const firn_source_config *src,
+                             bool replication,
+                             char **out_conninfo,
+                             firn_err *err)
+{
+    firn_buf b;
+    firn_buf_init(&b, 8192);
+    firn_rc rc = build_conninfo(&b, src, replication, err);
+    if (rc) {
+        firn_buf_deinit(&b);
+        if (rc == FIRN_ERR_TOO_LARGE)
+            return firn_err_set(err, rc, "source connection string is longer than 8 KiB");
+        return rc;
+    }
+    *out_conninfo = (char *)firn_buf_take(&b, NULL);
+    return FIRN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * destination.json
+ * ----------------------------------------------------------------------------------------------*/
+
+void firn__cfg_destination_defaults(firn_destination_config *d)
+{
+    d->catalog.kind = FIRN_CATALOG_SQL;
+    d->storage.use_ssl = true;
+    d->compression = FIRN_CODEC_ZSTD;
+    d->target_file_bytes = 128u << 20;
+    d->row_group_bytes = 64u << 20;
+    d->page_bytes = 1u << 20;
+    d->identifier_fields = true;
+    d->metadata_columns = true;
+    d->commit.interval_ms = 10 * 1000;
+    d->commit.max_bytes = 64u << 20;
+    d->memory_limit_bytes = 1ull << 30;
+}
+
+static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)
+{
+    for (size_t i = 0; i < ctx->n_seen; i++) {
+        if (ctx->seen[i].addr == addr)
+            return ctx->seen[i].path;
+    }
+    return fallback;
+}
+
+/* A local path or file:// URL as an absolute file:// URL; NULL for other schemes. */
+static char *file_url(const char *loc)
+{
+    char cwd[4096];
+    char buf[8300];
+    if (strncmp(loc, "file://", 7) == 0)
+        return firn_strdup(loc);
+    if (strstr(loc, "://"))
+        return NULL;
+    if (loc[0] == '/')
+        snprintf(buf, sizeof(buf), "file://%s", loc);
+    else if (getcwd(cwd, sizeof(cwd)))
+        snprintf(buf, sizeof(buf), "file://%s/%s", cwd, loc);
+    else
+        return NULL;
+    return firn_strdup(buf);
+}
+
+/* The SQL catalog's SQLite file from "path", "sqlite:///path" or OLake's "jdbc:sqlite:path". */
+static firn_rc normalize_sql_uri(cfg_ctx *ctx, firn_destination_config *d, firn_err *err)
+{
+    firn_catalog_config *c = &d->catalog;
+    const char *key = seen_path(ctx, &c->uri, "catalog.uri");
+    if (!c->uri) {
+        if (strncmp(c->warehouse, "file://", 7) != 0)
+            return firn__cfg_fail(ctx, err,
+                                  "missing required key \"catalog.uri\" (the SQLite "
+                                  "file of the catalog)");
+        char buf[8300];
+        snprintf(buf, sizeof(buf), "%s/firn_catalog.db", c->warehouse + 7);
+        c->uri = firn_strdup(buf);
+        return FIRN_OK;
+    }
+    const char *p = c->uri;
+    if (strncmp(p, "jdbc:", 5) == 0)
+        p += 5;
+    if (strncmp(p, "sqlite:", 7) == 0) {
+        p += 7;
+        if (strncmp(p, "//", 2) == 0)
+            p += 2;
+    } else if (strstr(p, "://") || strncmp(c->uri, "jdbc:", 5) == 0) {
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\": only SQLite catalogs are supported (jdbc:sqlite:PATH); "
+                              "use an Iceberg REST catalog for others",
+                              key);
+    }
+    if (*p == '\0')
+        return firn__cfg_fail(ctx, err, "\"%s\": empty SQLite path", key);
+    char *path = firn_strdup(p);
+    firn_free(c->uri);
+    c->uri = path;
+    return FIRN_OK;
+}
+
+static firn_rc check_rest(cfg_ctx *ctx, firn_destination_config *d, firn_err *err)
+{
+    firn_catalog_config *c = &d->catalog;
+    if (!c->uri)
+        return firn__cfg_fail(ctx, err,
+                              "missing required key \"catalog.uri\" (the REST "
+                              "catalog's URL)");
+    if (strncmp(c->uri, "http://", 7) != 0 && strncmp(c->uri, "https://", 8) != 0)
+        return firn__cfg_fail(ctx, err, "\"%s\" must be an http:// or https:// URL",
+                              seen_path(ctx, &c->uri, "catalog.uri"));
+    if (!firn__cfg_was_set(ctx, &c->auth) && c->auth == FIRN_REST_AUTH_NONE)
+        c->auth = c->credential ? FIRN_REST_AUTH_OAUTH2
+                                : (c->token ? FIRN_REST_AUTH_BEARER : FIRN_REST_AUTH_NONE);
+    if (c->auth == FIRN_REST_AUTH_BEARER && !c->token)
+        return firn__cfg_fail(ctx, err, "catalog auth \"bearer\" needs \"catalog.token\"");
+    if (c->auth == FIRN_REST_AUTH_OAUTH2 && !c->credential)
+        return firn__cfg_fail(ctx, err, "catalog auth \"oauth2\" needs \"catalog.credential\"");
+    if (c->auth == FIRN_REST_AUTH_SIGV4) {
+        if (!c->sigv4_region && d->storage.region)
+            c->sigv4_region = firn_strdup(d->storage.region);
+        if (!c->sigv4_region)
+            return firn__cfg_fail(ctx, err,
+                                  "catalog auth \"sigv4\" needs "
+                                  "\"catalog.sigv4_region\"");
+        if (!c->sigv4_service)
+            c->sigv4_service = firn_strdup("execute-api");
+    }
+    return FIRN_OK;
+}
+
+static bool namespace_pattern_ok(const char *p)
+{
+    while ((p = strchr(p, '{'))) {
+        if (strncmp(p, "{database}", 10) == 0)
+            p += 10;
+        else if (strncmp(p, "{schema}", 8) == 0)
+            p += 8;
+        else
+            return false;
+    }
+    return true;
+}
+
+/* Readers that read format v3 with deletion vectors (docs/configuration.md keeps this list). */
+#define V3_READERS (FIRN_READER_SPARK | FIRN_READER_FLINK | FIRN_READER_TRINO)
+
+static firn_rc choose_format(cfg_ctx *ctx, firn_destination_config *d, firn_err *err)
+{
+    if (d->format_version == 0)
+        d->format_version = d->readers && (d->readers & ~(uint32_t)V3_READERS) == 0 ? 3 : 2;
+    if (d->format_version == 3 && (d->readers & ~(uint32_t)V3_READERS))
+        return firn__cfg_fail(ctx, err,
+                              "\"format_version\" 3 is not readable by every reader "
+                              "in \"readers\"; use 2");
+    if (d->delete_mode == FIRN_DELETE_AUTO)
+        d->delete_mode =
+            d->format_version == 3 ? FIRN_DELETE_DELETION_VECTOR : FIRN_DELETE_POSITION;
+    if (d->delete_mode == FIRN_DELETE_DELETION_VECTOR && d->format_version < 3)
+        return firn__cfg_fail(ctx, err,
+                              "\"delete_mode\" \"deletion_vector\" needs "
+                              "\"format_version\" 3");
+    if (d->delete_mode == FIRN_DELETE_POSITION && d->format_version >= 3)
+        return firn__cfg_fail(ctx, err,
+                              "format version 3 writes deletion vectors, not position "
+                              "delete files; use \"delete_mode\" \"deletion_vector\"");
+    return FIRN_OK;
+}
+
+firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, firn_err *err)
+{
+    firn_catalog_config *c = &d->catalog;
+    if (!c->warehouse && c->kind == FIRN_CATALOG_SQL)
+        return firn__cfg_fail(ctx, err,
+                              "missing required key \"catalog.warehouse\" (or OLake's "
+                              "\"writer.iceberg_s3_path\")");
+    if (c->warehouse && c->kind == FIRN_CATALOG_SQL) {
+        char *url = file_url(c->warehouse);
+        if (url) {
+            firn_free(c->warehouse);
+            c->warehouse = url;
+        }
+    }
+    if (c->kind == FIRN_CATALOG_SQL)
+        FIRN_TRY(normalize_sql_uri(ctx, d, err));
+    else
+        FIRN_TRY(check_rest(ctx, d, err));
+    if (!c->name)
+        c->name = firn_strdup("firn");
+    if (!d->namespace_pattern)
+        d->namespace_pattern = firn_strdup("{database}_{schema}");
+    if (!namespace_pattern_ok(d->namespace_pattern))
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\": only {database} and {schema} may appear in "
+                              "braces",
+                              seen_path(ctx, &d->namespace_pattern, "namespace"));
+    if (!firn__cfg_was_set(ctx, &d->storage.path_style))
+        d->storage.path_style = d->storage.endpoint != NULL;
+    if (d->commit.interval_ms <= 0)
+        return firn__cfg_fail(ctx, err, "\"commit.interval_seconds\" must be greater than 0");
+    if (d->commit.max_bytes < 1024)
+        return firn__cfg_fail(ctx, err, "\"commit.max_bytes\" must be at least 1KiB");
+    if (d->target_file_bytes < (1u << 20))
+        return firn__cfg_fail(ctx, err, "\"write.target_file_size\" must be at least 1MiB");
+    if (d->memory_limit_bytes < (16u << 20))
+        return firn__cfg_fail(ctx, err, "\"memory_limit\" must be at least 16MiB");
+    return choose_format(ctx, d, err);
+}
