@@ -68,4 +68,79 @@ FIRN_MUST_CHECK firn_rc firn__fold_run(const firn_batch *b,
 /** Frees the arrays of f. */
 void firn__fold_free(firn__fold *f);
 
+/* ------------------------------------------------------------------------------------------------
+ * Writing rows as Iceberg data files and position-delete files (table writer)
+ * ----------------------------------------------------------------------------------------------*/
+
+#include "firn/io.h"
+#include "firn/manifest.h"
+#include "firn/parquet.h"
+
+/** Where one written row landed: index into the written files array and row position. */
+typedef struct firn__rowloc {
+    uint32_t file;
+    uint32_t pos;
+} firn__rowloc;
+
+/** What to write and where. Everything borrowed. */
+typedef struct firn__write_ctx {
+    firn_io *io;
+    const char *data_location;       /* "<table location>/data", no trailing '/' */
+    const firn_field *schema;        /* table schema root (STRUCT); the batch's schema */
+    const firn_partition_spec *spec; /* NULL or no fields: unpartitioned */
+    const firn_pq_options *pq_opts;  /* NULL: defaults */
+} firn__write_ctx;
+
+/** Gets the primitive value of row `row` of a top-level or nested primitive column. */
+void firn__column_value(firn_column *c, size_t row, firn_value *out);
+
+/** Computes the partition tuple of row `row` of b into values[spec->n_fields] (types from
+ * types[]); string/binary values borrow from the batch. */
+FIRN_MUST_CHECK firn_rc firn__partition_of_row(const firn__write_ctx *w,
+                                               firn_batch *b,
+                                               size_t row,
+                                               const firn_ptype *types,
+                                               firn_value *values,
+                                               firn_err *err);
+
+/** Writes rows[0..n) of b (all rows when rows is NULL; n = rows of b then) as Parquet data
+ * files, one or more per partition (rolled at pq_opts->file_bytes), named
+ * "<data_location>/<partition path>/<uuid>-<k>.parquet". Appends the described files
+ * (content 0, metrics from the writer, partition tuple) to *files / *n_files (array grown with
+ * firn_reallocarray; caller frees each with firn_data_file_deinit and then the array) and, when
+ * out_locs is not NULL, stores for the k-th written row (k < n) its file index (into *files)
+ * and position in out_locs[k]. Errors from Parquet and FileIO; files already published stay
+ * (unreferenced until committed). */
+FIRN_MUST_CHECK firn_rc firn__write_data_files(const firn__write_ctx *w,
+                                               firn_batch *b,
+                                               const uint32_t *rows,
+                                               size_t n,
+                                               firn_data_file **files,
+                                               size_t *n_files,
+                                               firn__rowloc *out_locs,
+                                               firn_err *err);
+
+/** One row position to delete. */
+typedef struct firn__posdel {
+    const char *path; /* data file location (borrowed) */
+    int64_t pos;
+    uint32_t group; /* partition group: deletes of one group go to one file */
+} firn__posdel;
+
+/** Writes position deletes (format/spec.md "Position Delete Files": file_path 2147483546,
+ * pos 2147483545, sorted by path then position) as one Parquet file per group, with the
+ * partition tuple of the group's data files (partitions[group], n_partition values each,
+ * spec spec_id). Sorts dels in place. Appends content-1 files to *files. Full, untruncated
+ * bounds on file_path so readers prune by path; referenced_data_file set when a file refers
+ * to one data file only. */
+FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
+                                                     firn__posdel *dels,
+                                                     size_t n_dels,
+                                                     const firn_value *const *partitions,
+                                                     size_t n_partition,
+                                                     int32_t spec_id,
+                                                     firn_data_file **files,
+                                                     size_t *n_files,
+                                                     firn_err *err);
+
 #endif
