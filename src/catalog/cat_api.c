@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Catalog interface: argument checks and dispatch to the implementation's vtable. */
+#include "firn/catalog.h"
+
+#include <string.h>
+
+void firn_strlist_deinit(firn_strlist *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        firn_free(l->items[i]);
+    firn_free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+void firn_catalog_table_deinit(firn_catalog_table *t)
+{
+    if (!t)
+        return;
+    firn_table_metadata_free(t->metadata);
+    firn_free(t->metadata_location);
+    t->metadata = NULL;
+    t->metadata_location = NULL;
+}
+
+void firn_catalog_free(firn_catalog *c)
+{
+    if (c)
+        c->vt->destroy(c);
+}
+
+/* Namespace levels and table names must be non-empty; namespaces are dot-joined levels. */
+static firn_rc check_ns(const char *ns, firn_err *err)
+{
+    if (!ns || ns[0] == '\0' || ns[0] == '.' || ns[strlen(ns) - 1] == '.' || strstr(ns, ".."))
+        return firn_err_set(err, FIRN_ERR_INVALID, "invalid namespace \"%s\"", ns ? ns : "");
+    return FIRN_OK;
+}
+
+static firn_rc check_table(const char *ns, const char *name, firn_err *err)
+{
+    FIRN_TRY(check_ns(ns, err));
+    if (!name || name[0] == '\0')
+        return firn_err_set(err, FIRN_ERR_INVALID, "invalid table name in namespace \"%s\"", ns);
+    return FIRN_OK;
+}
+
+firn_rc firn_catalog_create_namespace(firn_catalog *c,
+                                      const char *ns,
+                                      const firn_props *props,
+                                      firn_err *err)
+{
+    FIRN_TRY(check_ns(ns, err));
+    return c->vt->create_namespace(c, ns, props, err);
+}
+
+firn_rc
+firn_catalog_list_namespaces(firn_catalog *c, const char *parent, firn_strlist *out, firn_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (parent && parent[0] != '\0')
+        FIRN_TRY(check_ns(parent, err));
+    return c->vt->list_namespaces(c, parent && parent[0] ? parent : NULL, out, err);
+}
+
+firn_rc firn_catalog_namespace_exists(firn_catalog *c, const char *ns, bool *out, firn_err *err)
+{
+    *out = false;
+    FIRN_TRY(check_ns(ns, err));
+    return c->vt->namespace_exists(c, ns, out, err);
+}
+
+firn_rc firn_catalog_load_namespace(firn_catalog *c, const char *ns, firn_props *out, firn_err *err)
+{
+    firn_props_init(out);
+    FIRN_TRY(check_ns(ns, err));
+    return c->vt->load_namespace(c, ns, out, err);
+}
+
+firn_rc firn_catalog_update_namespace(firn_catalog *c,
+                                      const char *ns,
+                                      const firn_props *updates,
+                                      const char *const *removals,
+                                      size_t n_removals,
+                                      firn_err *err)
+{
+    FIRN_TRY(check_ns(ns, err));
+    return c->vt->update_namespace(c, ns, updates, removals, n_removals, err);
+}
+
+firn_rc firn_catalog_drop_namespace(firn_catalog *c, const char *ns, firn_err *err)
+{
+    FIRN_TRY(check_ns(ns, err));
+    return c->vt->drop_namespace(c, ns, err);
+}
+
+firn_rc firn_catalog_create_table(firn_catalog *c,
+                                  const char *ns,
+                                  const char *name,
+                                  const firn_table_create *opts,
+                                  firn_catalog_table *out,
+                                  firn_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    FIRN_TRY(check_table(ns, name, err));
+    if (!opts || !opts->schema)
+        return firn_err_set(err, FIRN_ERR_INVALID, "table \"%s.%s\" needs a schema", ns, name);
+    return c->vt->create_table(c, ns, name, opts, out, err);
+}
+
+firn_rc firn_catalog_load_table(
+    firn_catalog *c, const char *ns, const char *name, firn_catalog_table *out, firn_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    FIRN_TRY(check_table(ns, name, err));
+    return c->vt->load_table(c, ns, name, out, err);
+}
+
+firn_rc firn_catalog_table_exists(
+    firn_catalog *c, const char *ns, const char *name, bool *out, firn_err *err)
+{
+    *out = false;
+    FIRN_TRY(check_table(ns, name, err));
+    return c->vt->table_exists(c, ns, name, out, err);
+}
+
+firn_rc firn_catalog_list_tables(firn_catalog *c, const char *ns, firn_strlist *out, firn_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    FIRN_TRY(check_ns(ns, err));
+    return c->vt->list_tables(c, ns, out, err);
+}
+
+firn_rc firn_catalog_drop_table(firn_catalog *c, const char *ns, const char *name, firn_err *err)
+{
+    FIRN_TRY(check_table(ns, name, err));
+    return c->vt->drop_table(c, ns, name, err);
+}
+
+firn_rc firn_catalog_commit(firn_catalog *c,
+                            const char *ns,
+                            const char *name,
+                            const firn_table_changes *changes,
+                            firn_catalog_table *out,
+                            firn_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    FIRN_TRY(check_table(ns, name, err));
+    return c->vt->commit(c, ns, name, changes, out, err);
+}
