@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* PostgreSQL source: connections, discovery of tables and their Iceberg schemas, the type
+ * mapping with its per-type binary value decoders, the binary COPY decoder and the parallel,
+ * chunked, single-snapshot backfill (issue 5; docs/type-mapping.md). The CDC stream (pgoutput)
+ * lives in firn/pgoutput.h and reuses the types and decoders declared here. */
+#ifndef FIRN_SOURCE_PG_H
+#define FIRN_SOURCE_PG_H
+
+#include "firn/batch.h"
+#include "firn/util.h"
+
+struct pg_conn; /* libpq's PGconn */
+
+/* ------------------------------------------------------------------------------------------------
+ * Connections
+ * ----------------------------------------------------------------------------------------------*/
+
+/** Where and how to connect. Every field is optional (NULL/0 = libpq default or environment:
+ * PGHOST, PGPORT, ...). When uri is set it is parsed first (a postgresql:// URI or a key=value
+ * conninfo string) and the discrete fields given override it. All strings are borrowed. */
+typedef struct firn_pg_conn_config {
+    const char *uri;
+    const char *host;
+    const char *port;
+    const char *dbname;
+    const char *user;
+    const char *password;     /* taken literally; never logged */
+    const char *password_env; /* name of an environment variable holding the password; used when
+                               * password is NULL. Without either, libpq reads PGPASSWORD/.pgpass */
+    const char *sslmode;      /* disable, allow, prefer, require, verify-ca, verify-full */
+    const char *sslrootcert;
+    const char *sslcert;
+    const char *sslkey;
+    const char *application_name; /* default "firn" */
+    int connect_timeout_s;        /* 0: 10 seconds */
+} firn_pg_conn_config;
+
+typedef struct firn_pg_conn firn_pg_conn;
+
+/** Connection flavours. */
+typedef enum firn_pg_conn_mode {
+    FIRN_PG_CONN_SQL = 0,     /* ordinary session */
+    FIRN_PG_CONN_REPLICATION, /* replication=database (walsender that also accepts SQL) */
+} firn_pg_conn_mode;
+
+/** Opens a connection and fixes the session settings that change how values are sent
+ * (client_encoding UTF8, DateStyle ISO, TimeZone UTC, IntervalStyle postgres,
+ * extra_float_digits 3, bytea_output hex). Returns an owned connection in *out (free with
+ * firn_pg_conn_close). Errors are one line with the server's wording and never the password:
+ * FIRN_ERR_AUTH (e.g. "password authentication failed for user \"x\""), FIRN_ERR_NOT_FOUND
+ * (database does not exist), FIRN_ERR_NETWORK (unreachable, refused, timeout, TLS), FIRN_ERR_CONFIG
+ * (bad conninfo). Thread-safe (each connection is used by one thread at a time). */
+FIRN_MUST_CHECK firn_rc firn_pg_conn_open(const firn_pg_conn_config *cfg,
+                                          firn_pg_conn_mode mode,
+                                          firn_pg_conn **out,
+                                          firn_err *err);
+/** Closes and frees c (NULL accepted). */
+void firn_pg_conn_close(firn_pg_conn *c);
+/** The libpq handle (borrowed; owned by c). For the pgoutput stream. */
+struct pg_conn *firn_pg_conn_pq(firn_pg_conn *c);
+/** Server version as PostgreSQL reports it (150004 for 15.4). */
+int firn_pg_conn_server_version(const firn_pg_conn *c);
+/** Runs one or more SQL statements that return no rows we need. FIRN_ERR_SOURCE with the
+ * server's message (and SQLSTATE) on failure. */
+FIRN_MUST_CHECK firn_rc firn_pg_conn_exec(firn_pg_conn *c, const char *sql, firn_err *err);
+/** Runs a query returning one value (first row, first column) into out (out_cap bytes, NUL
+ * terminated; "" for NULL). FIRN_ERR_NOT_FOUND when no row, FIRN_ERR_SOURCE on server error. */
+FIRN_MUST_CHECK firn_rc firn_pg_conn_query_value(
+    firn_pg_conn *c, const char *sql, char *out, size_t out_cap, firn_err *err);
+/** A redacted description of the target for logs: "host=h port=p dbname=d user=u". */
+const char *firn_pg_conn_describe(const firn_pg_conn *c);
+
+/* ------------------------------------------------------------------------------------------------
+ * Types: the one mapping table (docs/type-mapping.md) and the per-value decoders
+ * ----------------------------------------------------------------------------------------------*/
+
+/** How values of a column are decoded; chosen from the (domain-resolved) source type. */
+typedef enum firn_pg_kind {
+    FIRN_PG_KIND_BOOL = 1,    /* boolean */
+    FIRN_PG_KIND_INT2,        /* int (32-bit) */
+    FIRN_PG_KIND_INT4,        /* int */
+    FIRN_PG_KIND_INT8,        /* long */
+    FIRN_PG_KIND_OID,         /* long (oid is unsigned 32-bit) */
+    FIRN_PG_KIND_FLOAT4,      /* float */
+    FIRN_PG_KIND_FLOAT8,      /* double */
+    FIRN_PG_KIND_DECIMAL,     /* numeric(p<=38,s): decimal(p,s); NaN -> null + warning */
+    FIRN_PG_KIND_NUMSTR,      /* numeric without typmod or p > 38: exact text ("NaN", "Infinity") */
+    FIRN_PG_KIND_MONEY,       /* decimal(19, lc_monetary digits), exact cents */
+    FIRN_PG_KIND_TEXT,        /* string: the value's bytes are UTF-8 text (text, varchar, char,
+                               * name, citext, json, enum, and every type read as ::text) */
+    FIRN_PG_KIND_JSONB,       /* string: jsonb binary format 1 (version byte + text) */
+    FIRN_PG_KIND_BYTEA,       /* binary */
+    FIRN_PG_KIND_UUID,        /* uuid */
+    FIRN_PG_KIND_DATE,        /* date (days since 1970-01-01); +-infinity -> +-INT32_MAX */
+    FIRN_PG_KIND_TIME,        /* time (microseconds) */
+    FIRN_PG_KIND_TIMESTAMP,   /* timestamp (us since 1970); +-infinity -> +-INT64_MAX */
+    FIRN_PG_KIND_TIMESTAMPTZ, /* timestamptz (us since 1970 UTC); +-infinity -> +-INT64_MAX */
+    FIRN_PG_KIND_INTERVAL,    /* struct<months int, days int, microseconds long> */
+    FIRN_PG_KIND_ARRAY,       /* list<element> (nested lists for declared multi-dim arrays) */
+} firn_pg_kind;
+
+/** A resolved column type: what the source declares, and how firn reads and stores it. Built by
+ * firn_pg_type_resolve or discovery; immutable afterwards and safe to share between threads. */
+typedef struct firn_pg_type firn_pg_type;
+struct firn_pg_type {
+    uint32_t oid;      /* declared type (may be a domain or an array) */
+    int32_t typmod;    /* declared typmod (-1 none); for domains the domain's typmod */
+    uint32_t base_oid; /* oid after resolving domains */
+    firn_pg_kind kind;
+    bool text_cast;     /* the COPY query reads the column as ::text (::text[] for arrays) and
+                         * the decoder expects the text form */
+    bool unknown;       /* a type firn does not know (extension): stored as its text form */
+    int32_t precision;  /* DECIMAL / MONEY */
+    int32_t scale;      /* DECIMAL / MONEY */
+    int32_t ndims;      /* ARRAY: list nesting depth (declared dimensions, at least 1) */
+    firn_pg_type *elem; /* ARRAY: element type (owned) */
+    char *name;         /* format_type(oid, typmod), e.g. "numeric(10,2)" (owned) */
+};
+
+/** Counters of values that could not be stored exactly and were replaced by the documented
+ * rule (the backfill logs them once per chunk). Plain counters, one per decoding thread. */
+typedef struct firn_pg_decode_stats {
+    uint64_t nan_to_null;       /* numeric NaN in a decimal column -> null */
+    uint64_t clamped;           /* timestamp beyond the int64 microsecond range -> clamped */
+    uint64_t array_flattened;   /* multi-dimensional value in a one-level list, row-major */
+    uint64_t array_lbound_lost; /* array lower bound other than 1 (dropped) */
+} firn_pg_decode_stats;
+
+/** Resolves (oid, typmod) through the catalog of c: domains to their base type, arrays to their
+ * element; ndims is the declared number of array dimensions (pg_attribute.attndims, 0 if
+ * unknown). Returns an owned type in *out (free with firn_pg_type_free). Unknown types resolve
+ * to FIRN_PG_KIND_TEXT with text_cast and unknown set. FIRN_ERR_SOURCE on server error,
+ * FIRN_ERR_NOT_FOUND when the oid does not exist. Not thread-safe per connection. */
+FIRN_MUST_CHECK firn_rc firn_pg_type_resolve(firn_pg_conn *c,
+                                             uint32_t oid,
+                                             int32_t typmod,
+                                             int32_t ndims,
+                                             firn_pg_type **out,
+                                             firn_err *err);
+/** Frees a type (NULL accepted). */
+void firn_pg_type_free(firn_pg_type *t);
+/** Returns an owned deep copy. */
+firn_pg_type *firn_pg_type_clone(const firn_pg_type *t);
+/** Builds the Iceberg field for a column of type t: the column gets id `id`; nested fields
+ * (list elements, interval struct members) take ids from *next_id, which is advanced. Returns
+ * an owned field (free with firn_field_free). */
+firn_field *firn_pg_type_field(
+    const firn_pg_type *t, int32_t id, const char *name, bool required, int32_t *next_id);
+/** Short name of a kind ("decimal", "timestamptz", ...), static storage. */
+const char *firn_pg_kind_name(firn_pg_kind kind);
+
+/** Decodes one non-NULL value of type t from its binary send format (the text form when
+ * t->text_cast, and for array elements whose type is text_cast) at p/len and appends it to col,
+ * whose field must be the one firn_pg_type_field built for t. Counts replaced values in stats
+ * (NULL accepted). On a malformed value returns FIRN_ERR_PARSE naming the type; col may then
+ * hold a partial nested value and the row must be discarded. Thread-safe (no shared state). */
+FIRN_MUST_CHECK firn_rc firn_pg_value_decode(const firn_pg_type *t,
+                                             const uint8_t *p,
+                                             size_t len,
+                                             firn_column *col,
+                                             firn_pg_decode_stats *stats,
+                                             firn_err *err);
+
+/* ------------------------------------------------------------------------------------------------
+ * Discovery
+ * ----------------------------------------------------------------------------------------------*/
+
+/** One column of a source table (generated columns are not listed: logical replication does
+ * not send them, see docs/type-mapping.md). */
+typedef struct firn_pg_column {
+    char *name;         /* exactly as in PostgreSQL */
+    int16_t attnum;     /* pg_attribute.attnum */
+    bool not_null;      /* attnotnull */
+    firn_pg_type *type; /* owned */
+    int32_t field_id;   /* Iceberg field id (1..N in column order) */
+} firn_pg_column;
+
+/** One leaf relation that holds rows (the table itself, or each partition of a partitioned
+ * table). */
+typedef struct firn_pg_leaf {
+    uint32_t oid;
+    char *qualified; /* quoted "schema"."name" */
+} firn_pg_leaf;
+
+/** A discovered table (a stream). Read-only once built; owned by its firn_pg_catalog. */
+typedef struct firn_pg_table {
+    uint32_t oid;
+    char *schema_name;     /* unquoted */
+    char *name;            /* unquoted */
+    char *qualified;       /* quoted "schema"."name" for SQL */
+    char relkind;          /* 'r' table, 'p' partitioned */
+    char replica_identity; /* 'd' default (pk), 'n' nothing, 'f' full, 'i' index */
+    size_t n_columns;
+    firn_pg_column *columns;
+    size_t n_key;        /* identifier columns: primary key, or the user-given key */
+    size_t *key_columns; /* indexes into columns, in key order */
+    bool has_primary_key;
+    size_t n_leaves; /* 1 for plain tables */
+    firn_pg_leaf *leaves;
+    double estimated_rows; /* pg_class.reltuples summed over leaves (-1 if never analyzed) */
+    int64_t size_bytes;    /* pg_relation_size summed over leaves */
+    firn_field *schema;    /* Iceberg schema (STRUCT, owned); field ids 1..N then nested ids */
+    int32_t last_field_id; /* highest id used in schema */
+} firn_pg_table;
+
+typedef struct firn_pg_catalog firn_pg_catalog;
+
+/** Discovers the tables matching any of patterns ("schema.table", "schema.*", "*", or "table"
+ * for schema public; names are matched exactly, case-sensitive, the first '.' separates schema
+ * from table; NULL or an
+ * empty list means every table outside pg_catalog/information_schema). Partitions are reached
+ * through their partitioned root, which is the stream; a partition named explicitly is its own
+ * stream. Returns an owned catalog (free with firn_pg_catalog_free). FIRN_ERR_NOT_FOUND when a
+ * pattern without '*' names no table; FIRN_ERR_SOURCE on server errors. Logs one warning per
+ * column of an unknown type. */
+FIRN_MUST_CHECK firn_rc firn_pg_discover(firn_pg_conn *c,
+                                         const char *const *patterns,
+                                         size_t n_patterns,
+                                         firn_pg_catalog **out,
+                                         firn_err *err);
+/** Frees the catalog and its tables (NULL accepted). */
+void firn_pg_catalog_free(firn_pg_catalog *cat);
+/** Number of tables discovered. */
+size_t firn_pg_catalog_tables(const firn_pg_catalog *cat);
+/** Table i (borrowed). */
+firn_pg_table *firn_pg_catalog_table(firn_pg_catalog *cat, size_t i);
+/** Finds a table by unquoted schema and name (borrowed), NULL when absent. */
+firn_pg_table *firn_pg_catalog_find(firn_pg_catalog *cat, const char *schema, const char *name);
+/** Sets the identifier columns of t to the named columns (for tables without a primary key;
+ * replaces the primary key otherwise). FIRN_ERR_NOT_FOUND naming a missing column,
+ * FIRN_ERR_CONFIG for a column whose type cannot be an Iceberg identifier (float, double,
+ * nested). Not thread-safe. */
+FIRN_MUST_CHECK firn_rc firn_pg_table_set_key(firn_pg_table *t,
+                                              const char *const *names,
+                                              size_t n_names,
+                                              firn_err *err);
+/** Writes the identifier field ids of t (t->n_key entries) into out (out_cap entries); returns
+ * the count. */
+size_t firn_pg_table_identifier_ids(const firn_pg_table *t, int32_t *out, size_t out_cap);
+
+/* ------------------------------------------------------------------------------------------------
+ * Binary COPY decoding
+ * ----------------------------------------------------------------------------------------------*/
+
+typedef struct firn_pg_copy firn_pg_copy;
+
+/** A decoder for a `COPY ... TO STDOUT (FORMAT binary)` stream whose columns are the columns of
+ * t (in order, read as firn_pg_copy_select_list writes them) into batch (whose schema must be
+ * t->schema). Borrows t and batch. Free with firn_pg_copy_free. */
+firn_pg_copy *firn_pg_copy_new(const firn_pg_table *t, firn_batch *batch);
+/** Frees the decoder (NULL accepted). */
+void firn_pg_copy_free(firn_pg_copy *d);
+/** Feeds the next len bytes of the stream (any split; one CopyData message per call is typical).
+ * Each complete tuple becomes one row (operation FIRN_OP_READ, position lsn) of the batch.
+ * FIRN_ERR_PARSE on a bad signature, field count, length or value (the batch may then hold a
+ * partial row: discard it); FIRN_ERR_PROTOCOL for data after the trailer. */
+FIRN_MUST_CHECK firn_rc
+firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, firn_err *err);
+/** Checks that the stream ended cleanly (trailer seen, nothing pending): FIRN_ERR_PARSE
+ * otherwise. */
+FIRN_MUST_CHECK firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err);
+/** Decoding counters (borrowed). */
+const firn_pg_decode_stats *firn_pg_copy_stats(const firn_pg_copy *d);
+/** Re-targets the decoder at another (empty or partly filled) batch of the same schema. */
+void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch);
+/** Appends the SELECT list that matches the decoder for t ("\"a\", \"b\"::text, ...") to out. */
+FIRN_MUST_CHECK firn_rc firn_pg_copy_select_list(const firn_pg_table *t, firn_buf *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Snapshot and backfill
+ * ----------------------------------------------------------------------------------------------*/
+
+/** Starts a REPEATABLE READ, READ ONLY transaction on c and exports its snapshot: the name goes
+ * to out (out_cap >= 64). The snapshot stays valid while c stays open and in that transaction
+ * (do not run other statements on c). For backfills without CDC; with CDC use the snapshot the
+ * replication slot creation exported. FIRN_ERR_SOURCE on server errors. */
+FIRN_MUST_CHECK firn_rc firn_pg_snapshot_export(firn_pg_conn *c,
+                                                char *out,
+                                                size_t out_cap,
+                                                firn_err *err);
+
+/** One chunk of a table's backfill: a block range of one leaf relation, read with a TID range
+ * scan (`ctid >= '(start,0)' AND ctid < '(end,0)'`; end_block UINT32_MAX = open end). On servers
+ * before PostgreSQL 14 every leaf is one chunk. */
+typedef struct firn_pg_chunk {
+    uint32_t id;          /* 0..n-1, unique in the plan */
+    firn_pg_table *table; /* borrowed from the catalog */
+    size_t leaf;          /* index into table->leaves */
+    uint32_t start_block;
+    uint32_t end_block; /* exclusive; UINT32_MAX = to the end of the relation */
+    bool done;
+} firn_pg_chunk;
+
+typedef struct firn_pg_plan firn_pg_plan;
+
+/** Plans the backfill of tables (borrowed; must outlive the plan): every leaf is split into
+ * block ranges of about chunk_bytes (0: 64 MiB) measured on c, which must see the backfill
+ * snapshot or a later state (the last chunk of each leaf is open-ended, so rows in blocks added
+ * after the measurement are still read). Returns an owned plan (firn_pg_plan_free). */
+FIRN_MUST_CHECK firn_rc firn_pg_backfill_plan(firn_pg_conn *c,
+                                              firn_pg_table *const *tables,
+                                              size_t n_tables,
+                                              size_t chunk_bytes,
+                                              firn_pg_plan **out,
+                                              firn_err *err);
+/** Frees the plan (NULL accepted). */
+void firn_pg_plan_free(firn_pg_plan *p);
+/** Number of chunks. */
+size_t firn_pg_plan_chunks(const firn_pg_plan *p);
+/** Chunk i (borrowed). */
+firn_pg_chunk *firn_pg_plan_chunk(firn_pg_plan *p, size_t i);
+/** Marks chunk id done (a resume from engine state: it will not be read again). */
+void firn_pg_plan_set_done(firn_pg_plan *p, uint32_t chunk_id);
+
+/** Called with a filled batch of rows of one chunk. The batch is borrowed for the call only
+ * (copy or write it before returning); its rows have operation FIRN_OP_READ and lsn
+ * opts.snapshot_lsn. Return non-zero (a firn_rc, with err set) to stop the backfill. */
+typedef firn_rc (*firn_pg_on_batch)(void *ctx,
+                                    const firn_pg_chunk *chunk,
+                                    firn_batch *batch,
+                                    firn_err *err);
+/** Called after the last batch of a chunk: every row of the chunk was delivered. */
+typedef firn_rc (*firn_pg_on_chunk)(void *ctx, const firn_pg_chunk *chunk, firn_err *err);
+
+/** Backfill options. Callbacks are never called concurrently (the runner serializes them), but
+ * they are called from worker threads. */
+typedef struct firn_pg_backfill_opts {
+    const firn_pg_conn_config *conn; /* how workers connect (borrowed) */
+    const char *snapshot;            /* exported snapshot name every worker imports (required) */
+    uint64_t snapshot_lsn;           /* position stamped on every row (slot consistent point) */
+    int workers;                     /* parallel connections; 0: 2 */
+    size_t batch_rows;               /* deliver a batch at this many rows; 0: 65536 */
+    size_t batch_bytes;              /* ... or this many bytes; 0: 32 MiB */
+    int max_retries;                 /* per chunk after the first attempt; 0: 3; -1: none */
+    firn_pg_on_batch on_batch;       /* required */
+    firn_pg_on_chunk on_chunk_done;  /* optional: record the chunk as finished */
+    firn_pg_on_chunk on_chunk_retry; /* optional: discard the rows delivered for this chunk, it
+                                      * is read again from its start */
+    void *ctx;
+    const volatile int *cancel; /* optional: non-zero stops the workers (FIRN_ERR_CANCELLED) */
+} firn_pg_backfill_opts;
+
+/** Reads every chunk of plan not yet done, in parallel over opts->workers connections that all
+ * import opts->snapshot, decoding straight into batches. A chunk that fails with a PostgreSQL
+ * error (statement timeout, dropped connection, cancelled query) is retried up to max_retries
+ * times on a fresh connection (after on_chunk_retry); then the backfill fails with the server's
+ * message and the chunk named. FIRN_ERR_NOT_FOUND when the snapshot is no longer valid (the
+ * caller must restart the table's backfill under a new snapshot, never mix the two). Marks chunks
+ * done in plan as they finish. Blocking; returns once all workers stopped. */
+FIRN_MUST_CHECK firn_rc firn_pg_backfill_run(firn_pg_plan *plan,
+                                             const firn_pg_backfill_opts *opts,
+                                             firn_err *err);
+
+#endif

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Backfill: tables split into CTID block-range chunks, read in parallel over N connections that
+ * all import one exported snapshot, rows decoded from binary COPY straight into batches. */
+#include "pg_int.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#define CHUNK_BYTES_DEFAULT ((size_t)64 << 20)
+#define BATCH_ROWS_DEFAULT  65536
+#define BATCH_BYTES_DEFAULT ((size_t)32 << 20)
+#define WORKERS_DEFAULT     2
+#define WORKERS_MAX         64
+#define RETRIES_DEFAULT     3
+#define BYTES_CHECK_ROWS    256 /* firn_batch_bytes walks every column: check now and then */
+#define SNAPSHOT_NAME_MAX   64
+
+struct firn_pg_plan {
+    size_t n_chunks;
+    size_t cap;
+    firn_pg_chunk *chunks;
+};
+
+void firn_pg_plan_free(firn_pg_plan *p)
+{
+    if (!p)
+        return;
+    firn_free(p->chunks);
+    firn_free(p);
+}
+
+size_t firn_pg_plan_chunks(const firn_pg_plan *p)
+{
+    return p->n_chunks;
+}
+
+firn_pg_chunk *firn_pg_plan_chunk(firn_pg_plan *p, size_t i)
+{
+    FIRN_ASSERT(i < p->n_chunks);
+    return &p->chunks[i];
+}
+
+void firn_pg_plan_set_done(firn_pg_plan *p, uint32_t chunk_id)
+{
+    if (chunk_id < p->n_chunks)
+        p->chunks[chunk_id].done = true;
+}
+
+static void plan_add(firn_pg_plan *p, firn_pg_table *t, size_t leaf, uint32_t start, uint32_t end)
+{
+    if (p->n_chunks == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 64;
+        p->chunks = firn_reallocarray(p->chunks, p->cap, sizeof(*p->chunks));
+    }
+    firn_pg_chunk *c = &p->chunks[p->n_chunks];
+    memset(c, 0, sizeof(*c));
+    c->id = (uint32_t)p->n_chunks;
+    c->table = t;
+    c->leaf = leaf;
+    c->start_block = start;
+    c->end_block = end;
+    p->n_chunks++;
+}
+
+static firn_rc
+leaf_blocks(firn_pg_conn *c, uint32_t oid, uint64_t *out, uint64_t *block_size, firn_err *err)
+{
+    static const char SQL[] = "SELECT pg_relation_size($1::oid), current_setting('block_size')";
+    char oid_s[16];
+    snprintf(oid_s, sizeof(oid_s), "%u", oid);
+    const char *params[1] = {oid_s};
+    PGresult *res = NULL;
+    FIRN_TRY(firn__pg_query(c, SQL, 1, params, &res, err));
+    uint64_t size = 0;
+    firn_rc rc = FIRN_OK;
+    if (PQntuples(res) != 1)
+        rc = firn_err_set(err, FIRN_ERR_NOT_FOUND, "relation with oid %u does not exist", oid);
+    if (!rc)
+        rc = firn_parse_u64(PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)), &size, err);
+    if (!rc)
+        rc = firn_parse_u64(PQgetvalue(res, 0, 1), strlen(PQgetvalue(res, 0, 1)), block_size, err);
+    PQclear(res);
+    if (!rc && *block_size == 0)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "server reports a block size of 0");
+    if (!rc)
+        *out = size / *block_size;
+    return rc;
+}
+
+firn_rc firn_pg_backfill_plan(firn_pg_conn *c,
+                              firn_pg_table *const *tables,
+                              size_t n_tables,
+                              size_t chunk_bytes,
+                              firn_pg_plan **out,
+                              firn_err *err)
+{
+    *out = NULL;
+    if (chunk_bytes == 0)
+        chunk_bytes = CHUNK_BYTES_DEFAULT;
+    bool tid_ranges = firn_pg_conn_server_version(c) >= 140000;
+    firn_pg_plan *p = firn_calloc(1, sizeof(*p));
+    for (size_t ti = 0; ti < n_tables; ti++) {
+        firn_pg_table *t = tables[ti];
+        for (size_t li = 0; li < t->n_leaves; li++) {
+            uint64_t blocks = 0, block_size = 0;
+            firn_rc rc = leaf_blocks(c, t->leaves[li].oid, &blocks, &block_size, err);
+            if (rc) {
+                firn_err_context(err, "while planning the backfill of %s", t->qualified);
+                firn_pg_plan_free(p);
+                return rc;
+            }
+            uint64_t step = chunk_bytes / block_size ? chunk_bytes / block_size : 1;
+            uint64_t start = 0;
+            /* The last chunk is open-ended: blocks added after measuring are still read. */
+            while (tid_ranges && start + step < blocks && start + step < UINT32_MAX) {
+                plan_add(p, t, li, (uint32_t)start, (uint32_t)(start + step));
+                start += step;
+            }
+            plan_add(p, t, li, (uint32_t)start, UINT32_MAX);
+        }
+    }
+    *out = p;
+    return FIRN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Runner
+ * ----------------------------------------------------------------------------------------------*/
+
+typedef struct runner {
+    firn_pg_plan *plan;
+    const firn_pg_backfill_opts *opts;
+    size_t batch_rows;
+    size_t batch_bytes;
+    int max_retries;
+    pthread_mutex_t lock;    /* next, failed, err */
+    pthread_mutex_t cb_lock; /* serializes the callbacks */
+    size_t next;
+    volatile int failed;
+    firn_rc rc;
+    firn_err err;
+} runner;
+
+typedef struct worker {
+    runner *r;
+    int index;
+    firn_pg_conn *conn;
+    const firn_pg_table *table; /* table of batch/decoder */
+    firn_batch *batch;
+    firn_pg_copy *copy;
+    firn_err err;
+    char reconnect_msg[FIRN_ERR_MSG_MAX];
+} worker;
+
+static bool should_stop(const runner *r)
+{
+    return r->failed || (r->opts->cancel && *r->opts->cancel);
+}
+
+static void runner_fail(runner *r, firn_rc rc, const firn_err *err)
+{
+    pthread_mutex_lock(&r->lock);
+    if (!r->failed) {
+        r->failed = 1;
+        r->rc = rc;
+        r->err = *err;
+        r->err.code = rc;
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+static firn_pg_chunk *next_chunk(runner *r)
+{
+    firn_pg_chunk *c = NULL;
+    pthread_mutex_lock(&r->lock);
+    while (!r->failed && r->next < r->plan->n_chunks) {
+        firn_pg_chunk *cand = &r->plan->chunks[r->next++];
+        if (!cand->done) {
+            c = cand;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return c;
+}
+
+static bool snapshot_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= SNAPSHOT_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'F') || (ch >= 'a' && ch <= 'f') ||
+              ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static firn_rc worker_connect(worker *w, firn_err *err)
+{
+    firn_pg_conn_close(w->conn);
+    w->conn = NULL;
+    FIRN_TRY(firn_pg_conn_open(w->r->opts->conn, FIRN_PG_CONN_SQL, &w->conn, err));
+    firn_rc rc =
+        firn_pg_conn_exec(w->conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", err);
+    if (rc)
+        return rc;
+    char sql[128];
+    snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", w->r->opts->snapshot);
+    PGresult *res = PQexec(firn_pg_conn_pq(w->conn), sql);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+        rc = firn__pg_result_error(firn_pg_conn_pq(w->conn), res, err,
+                                   "could not import the backfill snapshot");
+        if (state && (strcmp(state, "22023") == 0 || strcmp(state, "0A000") == 0))
+            rc = firn_err_set(err, FIRN_ERR_NOT_FOUND,
+                              "snapshot \"%s\" is no longer valid: the backfill must restart "
+                              "under a new snapshot",
+                              w->r->opts->snapshot);
+    }
+    PQclear(res);
+    return rc;
+}
+
+static firn_rc chunk_sql(const firn_pg_chunk *c, bool tid_ranges, firn_buf *sql)
+{
+    FIRN_TRY(firn_buf_append_cstr(sql, "COPY (SELECT "));
+    FIRN_TRY(firn_pg_copy_select_list(c->table, sql));
+    FIRN_TRY(firn_buf_appendf(sql, " FROM ONLY %s", c->table->leaves[c->leaf].qualified));
+    if (tid_ranges && c->start_block > 0)
+        FIRN_TRY(firn_buf_appendf(sql, " WHERE ctid >= '(%u,0)'::tid", c->start_block));
+    if (tid_ranges && c->end_block != UINT32_MAX)
+        FIRN_TRY(firn_buf_appendf(sql, " %s ctid < '(%u,0)'::tid",
+                                  c->start_block > 0 ? "AND" : "WHERE", c->end_block));
+    return firn_buf_append_cstr(sql, ") TO STDOUT (FORMAT binary)");
+}
+
+static void worker_set_table(worker *w, const firn_pg_table *t)
+{
+    if (w->table == t) {
+        firn_batch_reset(w->batch);
+        return;
+    }
+    firn_batch_free(w->batch);
+    w->table = t;
+    w->batch = firn_batch_new(t->schema);
+}
+
+static firn_rc deliver(worker *w, const firn_pg_chunk *c, firn_err *err)
+{
+    runner *r = w->r;
+    pthread_mutex_lock(&r->cb_lock);
+    firn_rc rc = r->opts->on_batch(r->opts->ctx, c, w->batch, err);
+    pthread_mutex_unlock(&r->cb_lock);
+    firn_batch_reset(w->batch);
+    if (rc && err->code == FIRN_OK)
+        firn_err_set(err, rc, "backfill batch callback failed");
+    return rc;
+}
+
+static bool batch_full(worker *w)
+{
+    size_t rows = firn_batch_rows(w->batch);
+    if (rows >= w->r->batch_rows)
+        return true;
+    return rows % BYTES_CHECK_ROWS == 0 && rows > 0 &&
+           firn_batch_bytes(w->batch) >= w->r->batch_bytes;
+}
+
+/* Reads the COPY data of the current statement; on a decode or callback error the rest of the
+ * stream is cancelled and drained so the connection stays usable. */
+static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(w->conn);
+    firn_rc rc = FIRN_OK;
+    for (;;) {
+        char *buf = NULL;
+        int n = PQgetCopyData(pq, &buf, 0);
+        if (n < 0)
+            break;
+        if (!rc && should_stop(w->r))
+            rc = firn_err_set(err, FIRN_ERR_CANCELLED, "backfill cancelled");
+        if (!rc) {
+            rc = firn_pg_copy_feed(w->copy, (const uint8_t *)buf, (size_t)n,
+                                   w->r->opts->snapshot_lsn, err);
+            if (!rc && batch_full(w)) {
+                rc = deliver(w, c, err);
+                *cb_failed = rc != FIRN_OK;
+            }
+            if (rc) {
+                PGcancel *cancel = PQgetCancel(pq);
+                char errbuf[256];
+                if (cancel) {
+                    (void)PQcancel(cancel, errbuf, sizeof(errbuf));
+                    PQfreeCancel(cancel);
+                }
+            }
+        }
+        PQfreemem(buf);
+    }
+    PGresult *res = NULL;
+    bool server_failed = false;
+    while ((res = PQgetResult(pq)) != NULL) {
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && !rc) {
+            rc = firn__pg_result_error(pq, res, err, "COPY failed");
+            server_failed = true;
+        }
+        PQclear(res);
+    }
+    if (!rc && !server_failed)
+        rc = firn_pg_copy_finish(w->copy, err);
+    return rc;
+}
+
+static firn_rc run_chunk(worker *w, firn_pg_chunk *c, bool *retryable, firn_err *err)
+{
+    *retryable = false;
+    worker_set_table(w, c->table);
+    firn_pg_copy_free(w->copy);
+    w->copy = firn_pg_copy_new(c->table, w->batch);
+    firn_buf sql;
+    firn_buf_init(&sql, FIRN_PG_SQL_MAX);
+    firn_rc rc = chunk_sql(c, firn_pg_conn_server_version(w->conn) >= 140000, &sql);
+    if (rc) {
+        firn_buf_deinit(&sql);
+        return firn_err_set(err, rc, "COPY statement for table %s too long", c->table->qualified);
+    }
+    PGconn *pq = firn_pg_conn_pq(w->conn);
+    PGresult *res = PQexec(pq, (const char *)sql.data);
+    firn_buf_deinit(&sql);
+    if (PQresultStatus(res) != PGRES_COPY_OUT) {
+        rc = firn__pg_result_error(pq, res, err, "COPY failed");
+        PQclear(res);
+        *retryable = true;
+        return rc;
+    }
+    PQclear(res);
+    bool cb_failed = false;
+    rc = read_copy(w, c, &cb_failed, err);
+    if (rc) {
+        *retryable = !cb_failed && (rc == FIRN_ERR_SOURCE || rc == FIRN_ERR_NETWORK);
+        return rc;
+    }
+    if (firn_batch_rows(w->batch) > 0)
+        FIRN_TRY(deliver(w, c, err));
+    return FIRN_OK;
+}
+
+static void log_stats(const firn_pg_chunk *c, const firn_pg_decode_stats *s)
+{
+    if (s->nan_to_null || s->clamped || s->array_flattened || s->array_lbound_lost)
+        FIRN_LOG(FIRN_LOG_WARN, FIRN_PG_LOG_COMP,
+                 "table %s chunk %u: values stored by the documented fallback rules: "
+                 "%llu numeric NaN as null, %llu timestamps clamped, %llu arrays flattened, "
+                 "%llu array lower bounds dropped",
+                 c->table->qualified, c->id, (unsigned long long)s->nan_to_null,
+                 (unsigned long long)s->clamped, (unsigned long long)s->array_flattened,
+                 (unsigned long long)s->array_lbound_lost);
+}
+
+/* Runs one chunk, retrying on a fresh connection after PostgreSQL errors. */
+static firn_rc chunk_with_retries(worker *w, firn_pg_chunk *c, firn_err *err)
+{
+    runner *r = w->r;
+    for (int attempt = 0;; attempt++) {
+        bool retryable = false;
+        firn_rc rc = w->conn ? run_chunk(w, c, &retryable, err)
+                             : firn_err_set(err, FIRN_ERR_NETWORK, "%s", w->reconnect_msg);
+        if (!rc) {
+            log_stats(c, firn_pg_copy_stats(w->copy));
+            return FIRN_OK;
+        }
+        if (!w->conn)
+            retryable = true;
+        if (w->batch)
+            firn_batch_reset(w->batch);
+        if (!retryable || attempt >= r->max_retries || should_stop(r)) {
+            firn_err_context(err, "while reading chunk %u (blocks %u..%u) of table %s%s", c->id,
+                             c->start_block, c->end_block, c->table->qualified,
+                             attempt ? " after retries" : "");
+            return rc;
+        }
+        FIRN_LOG(FIRN_LOG_WARN, FIRN_PG_LOG_COMP, "retrying chunk %u of table %s (attempt %d): %s",
+                 c->id, c->table->qualified, attempt + 2, err->msg);
+        if (r->opts->on_chunk_retry) {
+            pthread_mutex_lock(&r->cb_lock);
+            rc = r->opts->on_chunk_retry(r->opts->ctx, c, err);
+            pthread_mutex_unlock(&r->cb_lock);
+            if (rc)
+                return rc;
+        }
+        firn_err_clear(err);
+        rc = worker_connect(w, err);
+        if (rc == FIRN_ERR_NOT_FOUND)
+            return rc; /* the snapshot is gone: never mix two snapshots */
+        if (rc) {
+            snprintf(w->reconnect_msg, sizeof(w->reconnect_msg), "%s", err->msg);
+            firn_pg_conn_close(w->conn);
+            w->conn = NULL;
+        }
+    }
+}
+
+static firn_rc finish_chunk(worker *w, firn_pg_chunk *c, firn_err *err)
+{
+    runner *r = w->r;
+    firn_rc rc = FIRN_OK;
+    pthread_mutex_lock(&r->cb_lock);
+    if (r->opts->on_chunk_done)
+        rc = r->opts->on_chunk_done(r->opts->ctx, c, err);
+    if (!rc)
+        c->done = true;
+    pthread_mutex_unlock(&r->cb_lock);
+    return rc;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    runner *r = w->r;
+    firn_rc rc = worker_connect(w, &w->err);
+    if (rc) {
+        runner_fail(r, rc, &w->err);
+        return NULL;
+    }
+    for (;;) {
+        firn_pg_chunk *c = next_chunk(r);
+        if (!c)
+            break;
+        if (should_stop(r)) {
+            rc = firn_err_set(&w->err, FIRN_ERR_CANCELLED, "backfill cancelled");
+            break;
+        }
+        rc = chunk_with_retries(w, c, &w->err);
+        if (!rc)
+            rc = finish_chunk(w, c, &w->err);
+        if (rc)
+            break;
+    }
+    if (rc)
+        runner_fail(r, rc, &w->err);
+    return NULL;
+}
+
+static void worker_deinit(worker *w)
+{
+    firn_pg_copy_free(w->copy);
+    firn_batch_free(w->batch);
+    firn_pg_conn_close(w->conn);
+}
+
+firn_rc firn_pg_backfill_run(firn_pg_plan *plan, const firn_pg_backfill_opts *opts, firn_err *err)
+{
+    if (!opts->conn || !opts->on_batch || !opts->snapshot)
+        return firn_err_set(err, FIRN_ERR_INVALID,
+                            "backfill needs a connection, a snapshot and a "
+                            "batch callback");
+    if (!snapshot_name_ok(opts->snapshot))
+        return firn_err_set(err, FIRN_ERR_INVALID, "invalid snapshot name \"%s\"", opts->snapshot);
+    runner r = {.plan = plan, .opts = opts};
+    r.batch_rows = opts->batch_rows ? opts->batch_rows : BATCH_ROWS_DEFAULT;
+    r.batch_bytes = opts->batch_bytes ? opts->batch_bytes : BATCH_BYTES_DEFAULT;
+    r.max_retries = opts->max_retries == 0  ? RETRIES_DEFAULT
+                    : opts->max_retries < 0 ? 0
+                                            : opts->max_retries;
+    int n = opts->workers > 0 ? opts->workers : WORKERS_DEFAULT;
+    if (n > WORKERS_MAX)
+        n = WORKERS_MAX;
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_mutex_init(&r.cb_lock, NULL);
+    worker *ws = firn_calloc((size_t)n, sizeof(*ws));
+    pthread_t *tids = firn_calloc((size_t)n, sizeof(*tids));
+    int started = 0;
+    for (; started < n; started++) {
+        ws[started].r = &r;
+        ws[started].index = started;
+        if (pthread_create(&tids[started], NULL, worker_main, &ws[started]) != 0) {
+            firn_err e = {0};
+            firn_err_set(&e, FIRN_ERR_INTERNAL, "could not start backfill worker thread");
+            runner_fail(&r, FIRN_ERR_INTERNAL, &e);
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    for (int i = 0; i < n; i++)
+        worker_deinit(&ws[i]);
+    firn_free(ws);
+    firn_free(tids);
+    pthread_mutex_destroy(&r.lock);
+    pthread_mutex_destroy(&r.cb_lock);
+    if (r.failed) {
+        if (err)
+            *err = r.err;
+        return r.rc;
+    }
+    return FIRN_OK;
+}

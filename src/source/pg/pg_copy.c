@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Binary COPY decoder: the `COPY ... TO STDOUT (FORMAT binary)` stream (header, tuples, trailer;
+ * PostgreSQL docs "COPY", "Binary Format") decoded straight into a column batch. */
+#include "pg_int.h"
+
+#include <string.h>
+
+#define COPY_SIGNATURE     "PGCOPY\n\377\r\n\0"
+#define COPY_SIGNATURE_LEN 11
+#define COPY_HEADER_LEN    (COPY_SIGNATURE_LEN + 8)
+#define COPY_FLAG_OIDS     (1u << 16)
+/* A tuple may carry up to 1600 fields of up to 1 GiB each; pending bytes beyond this are bad. */
+#define COPY_PENDING_MAX ((size_t)1 << 31)
+
+typedef enum copy_state {
+    COPY_HEADER = 0,
+    COPY_HEADER_EXT, /* skipping the header extension area */
+    COPY_TUPLES,
+    COPY_DONE, /* trailer seen */
+} copy_state;
+
+struct firn_pg_copy {
+    const firn_pg_table *table;
+    firn_batch *batch;
+    copy_state state;
+    uint32_t ext_left;
+    firn_buf pending;
+    firn_pg_decode_stats stats;
+};
+
+static inline uint32_t rd_be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+firn_pg_copy *firn_pg_copy_new(const firn_pg_table *t, firn_batch *batch)
+{
+    firn_pg_copy *d = firn_calloc(1, sizeof(*d));
+    d->table = t;
+    d->batch = batch;
+    firn_buf_init(&d->pending, COPY_PENDING_MAX);
+    return d;
+}
+
+void firn_pg_copy_free(firn_pg_copy *d)
+{
+    if (!d)
+        return;
+    firn_buf_deinit(&d->pending);
+    firn_free(d);
+}
+
+void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch)
+{
+    d->batch = batch;
+}
+
+const firn_pg_decode_stats *firn_pg_copy_stats(const firn_pg_copy *d)
+{
+    return &d->stats;
+}
+
+static firn_rc
+parse_header(firn_pg_copy *d, const uint8_t *p, size_t len, size_t *used, firn_err *err)
+{
+    *used = 0;
+    if (len < COPY_HEADER_LEN)
+        return FIRN_OK;
+    if (memcmp(p, COPY_SIGNATURE, COPY_SIGNATURE_LEN) != 0)
+        return firn_err_set(err, FIRN_ERR_PARSE, "invalid COPY binary signature");
+    uint32_t flags = rd_be32(p + COPY_SIGNATURE_LEN);
+    if (flags & COPY_FLAG_OIDS)
+        return firn_err_set(err, FIRN_ERR_PARSE, "COPY binary stream with OIDs is not supported");
+    if (flags & 0xffff0000u)
+        return firn_err_set(err, FIRN_ERR_PARSE, "unknown critical COPY binary flags 0x%08x",
+                            flags);
+    d->ext_left = rd_be32(p + COPY_SIGNATURE_LEN + 4);
+    d->state = d->ext_left ? COPY_HEADER_EXT : COPY_TUPLES;
+    *used = COPY_HEADER_LEN;
+    return FIRN_OK;
+}
+
+/* Finds the end of the tuple at p without decoding it; 0 when it is not complete yet. */
+static firn_rc
+tuple_extent(firn_pg_copy *d, const uint8_t *p, size_t len, size_t *out, firn_err *err)
+{
+    *out = 0;
+    if (len < 2)
+        return FIRN_OK;
+    int16_t nfields = (int16_t)((p[0] << 8) | p[1]);
+    if (nfields == -1) {
+        *out = 2;
+        return FIRN_OK;
+    }
+    if (nfields < 0 || (size_t)nfields != d->table->n_columns)
+        return firn_err_set(err, FIRN_ERR_PARSE, "COPY tuple has %d fields, expected %zu", nfields,
+                            d->table->n_columns);
+    size_t pos = 2;
+    for (int16_t i = 0; i < nfields; i++) {
+        if (len - pos < 4)
+            return FIRN_OK;
+        int32_t n = (int32_t)rd_be32(p + pos);
+        pos += 4;
+        if (n == -1)
+            continue;
+        if (n < 0)
+            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
+        if (len - pos < (size_t)n)
+            return FIRN_OK;
+        pos += (size_t)n;
+    }
+    *out = pos;
+    return FIRN_OK;
+}
+
+static firn_rc decode_tuple(firn_pg_copy *d, const uint8_t *p, uint64_t lsn, firn_err *err)
+{
+    size_t pos = 2;
+    for (size_t i = 0; i < d->table->n_columns; i++) {
+        const firn_pg_column *col = &d->table->columns[i];
+        firn_column *out = firn_batch_column(d->batch, i);
+        int32_t n = (int32_t)rd_be32(p + pos);
+        pos += 4;
+        if (n == -1) {
+            firn_column_append_null(out);
+            continue;
+        }
+        firn_rc rc = firn_pg_value_decode(col->type, p + pos, (size_t)n, out, &d->stats, err);
+        if (rc) {
+            firn_err_context(err, "while decoding column \"%s\"", col->name);
+            return rc;
+        }
+        pos += (size_t)n;
+    }
+    return firn_batch_end_row(d->batch, FIRN_OP_READ, lsn, err);
+}
+
+/* Consumes one unit (header, some extension bytes, a tuple, the trailer) at p; *used is 0 when
+ * the unit is not complete yet. */
+static firn_rc consume_one(
+    firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, size_t *used, firn_err *err)
+{
+    *used = 0;
+    switch (d->state) {
+    case COPY_HEADER:
+        return parse_header(d, p, len, used, err);
+    case COPY_HEADER_EXT: {
+        size_t n = len < d->ext_left ? len : d->ext_left;
+        d->ext_left -= (uint32_t)n;
+        if (d->ext_left == 0)
+            d->state = COPY_TUPLES;
+        *used = n;
+        return FIRN_OK;
+    }
+    case COPY_TUPLES: {
+        size_t n = 0;
+        FIRN_TRY(tuple_extent(d, p, len, &n, err));
+        if (n == 2 && p[0] == 0xff && p[1] == 0xff)
+            d->state = COPY_DONE;
+        else if (n > 0)
+            FIRN_TRY(decode_tuple(d, p, lsn, err));
+        *used = n;
+        return FIRN_OK;
+    }
+    case COPY_DONE:
+        if (len > 0)
+            return firn_err_set(err, FIRN_ERR_PROTOCOL, "%zu bytes after the COPY trailer", len);
+        return FIRN_OK;
+    }
+    return firn_err_set(err, FIRN_ERR_INTERNAL, "bad COPY decoder state");
+}
+
+static firn_rc
+consume(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, size_t *used, firn_err *err)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        size_t n = 0;
+        firn_rc rc = consume_one(d, p + pos, len - pos, lsn, &n, err);
+        if (rc) {
+            *used = pos;
+            return rc;
+        }
+        if (n == 0)
+            break;
+        pos += n;
+    }
+    *used = pos;
+    return FIRN_OK;
+}
+
+firn_rc
+firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, firn_err *err)
+{
+    size_t used = 0;
+    if (d->pending.len == 0) {
+        FIRN_TRY(consume(d, p, len, lsn, &used, err));
+        if (used < len && firn_buf_append(&d->pending, p + used, len - used))
+            return firn_err_set(err, FIRN_ERR_TOO_LARGE, "COPY tuple larger than %zu bytes",
+                                COPY_PENDING_MAX);
+        return FIRN_OK;
+    }
+    if (firn_buf_append(&d->pending, p, len))
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "COPY tuple larger than %zu bytes",
+                            COPY_PENDING_MAX);
+    FIRN_TRY(consume(d, d->pending.data, d->pending.len, lsn, &used, err));
+    size_t left = d->pending.len - used;
+    memmove(d->pending.data, d->pending.data + used, left);
+    firn_buf_truncate(&d->pending, left);
+    return FIRN_OK;
+}
+
+firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err)
+{
+    if (d->state != COPY_DONE)
+        return firn_err_set(err, FIRN_ERR_PARSE, "COPY binary stream ended without its trailer");
+    if (d->pending.len > 0)
+        return firn_err_set(err, FIRN_ERR_PARSE, "%zu bytes of an incomplete COPY tuple",
+                            d->pending.len);
+    return FIRN_OK;
+}
+
+firn_rc firn_pg_copy_select_list(const firn_pg_table *t, firn_buf *out)
+{
+    for (size_t i = 0; i < t->n_columns; i++) {
+        const firn_pg_type *ty = t->columns[i].type;
+        if (i > 0)
+            FIRN_TRY(firn_buf_append_cstr(out, ", "));
+        FIRN_TRY(firn__pg_quote_ident(out, t->columns[i].name));
+        if (ty->text_cast)
+            FIRN_TRY(
+                firn_buf_append_cstr(out, ty->kind == FIRN_PG_KIND_ARRAY ? "::text[]" : "::text"));
+    }
+    return FIRN_OK;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private declarations shared by the files of the PostgreSQL source (pg_*.c). */
+#ifndef FIRN_PG_INT_H
+#define FIRN_PG_INT_H
+
+#include "firn/source_pg.h"
+
+#include <libpq-fe.h>
+
+#define FIRN_PG_LOG_COMP "pg"
+
+/* PostgreSQL's epoch (2000-01-01) minus the Unix epoch, in days and microseconds. */
+#define FIRN_PG_EPOCH_DAYS 10957
+#define FIRN_PG_EPOCH_US   INT64_C(946684800000000)
+
+/* Largest SQL text firn builds (COPY queries of 1600-column tables stay far below). */
+#define FIRN_PG_SQL_MAX ((size_t)1 << 20)
+
+/** Records the error of a failed result (or of the connection when res is NULL) in err as one
+ * line "<context>: <server message> (SQLSTATE xxxxx)"; returns the code (FIRN_ERR_SOURCE, or
+ * FIRN_ERR_NETWORK when the connection is gone). */
+firn_rc firn__pg_result_error(PGconn *pq, const PGresult *res, firn_err *err, const char *context);
+/** Runs a query expected to return rows (PGRES_TUPLES_OK); owned result in *out (PQclear). */
+FIRN_MUST_CHECK firn_rc firn__pg_query(firn_pg_conn *c,
+                                       const char *sql,
+                                       int n_params,
+                                       const char *const *params,
+                                       PGresult **out,
+                                       firn_err *err);
+/** Appends s as a quoted SQL identifier ("a""b"). */
+FIRN_MUST_CHECK firn_rc firn__pg_quote_ident(firn_buf *b, const char *s);
+/** Copies a libpq message into out as one line: newlines become "; ", trailing space dropped. */
+void firn__pg_one_line(const char *msg, char *out, size_t out_cap);
+/** Fractional digits of money under the server's lc_monetary (2 in C and most locales). */
+int firn__pg_conn_money_scale(firn_pg_conn *c);
+
+#endif
