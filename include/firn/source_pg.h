@@ -32,6 +32,8 @@ typedef struct firn_pg_conn_config {
     const char *sslcert;
     const char *sslkey;
     const char *application_name; /* default "firn" */
+    const char *options;          /* libpq "options": server settings such as
+                                   * "-c statement_timeout=10min -c lock_timeout=1s" */
     int connect_timeout_s;        /* 0: 10 seconds */
 } firn_pg_conn_config;
 

@@ -12,7 +12,8 @@
 struct firn_pg_conn {
     PGconn *pq;
     int server_version;
-    int money_scale; /* -1 until asked */
+    int money_scale;  /* -1 until asked */
+    bool replication; /* walsender: simple query protocol only */
     char describe[DESCRIBE_MAX];
 };
 
@@ -56,6 +57,7 @@ static void build_params(const firn_pg_conn_config *cfg, firn_pg_conn_mode mode,
     param_add(p, "sslcert", cfg->sslcert);
     param_add(p, "sslkey", cfg->sslkey);
     param_add(p, "application_name", cfg->application_name ? cfg->application_name : "firn");
+    param_add(p, "options", cfg->options);
     param_add(p, "client_encoding", "UTF8");
     int timeout_s = cfg->connect_timeout_s > 0 ? cfg->connect_timeout_s : 10;
     snprintf(p->timeout, sizeof(p->timeout), "%d", timeout_s);
@@ -144,6 +146,7 @@ firn_rc firn_pg_conn_open(const firn_pg_conn_config *cfg,
     c->pq = pq;
     c->server_version = PQserverVersion(pq);
     c->money_scale = -1;
+    c->replication = mode == FIRN_PG_CONN_REPLICATION;
     describe_conn(c);
     firn_rc rc = firn_pg_conn_exec(c, SESSION_SQL, err);
     if (rc) {
@@ -207,6 +210,34 @@ firn_rc firn_pg_conn_exec(firn_pg_conn *c, const char *sql, firn_err *err)
     return rc;
 }
 
+/* Replication connections speak only the simple query protocol: parameters ($1..$9) are inlined
+ * as escaped literals. */
+static firn_rc inline_params(firn_pg_conn *c,
+                             const char *sql,
+                             int n_params,
+                             const char *const *params,
+                             firn_buf *out,
+                             firn_err *err)
+{
+    firn_rc rc = FIRN_OK;
+    for (const char *p = sql; *p && !rc; p++) {
+        int k = p[0] == '$' && p[1] >= '1' && p[1] <= '9' ? p[1] - '1' : -1;
+        if (k < 0 || k >= n_params) {
+            rc = firn_buf_append(out, p, 1);
+            continue;
+        }
+        char *lit = PQescapeLiteral(c->pq, params[k], strlen(params[k]));
+        if (!lit)
+            return firn_err_set(err, FIRN_ERR_INVALID, "could not quote a query parameter");
+        rc = firn_buf_append_cstr(out, lit);
+        PQfreemem(lit);
+        p++;
+    }
+    if (rc)
+        return firn_err_set(err, rc, "query too long");
+    return FIRN_OK;
+}
+
 firn_rc firn__pg_query(firn_pg_conn *c,
                        const char *sql,
                        int n_params,
@@ -215,7 +246,22 @@ firn_rc firn__pg_query(firn_pg_conn *c,
                        firn_err *err)
 {
     *out = NULL;
-    PGresult *res = PQexecParams(c->pq, sql, n_params, NULL, params, NULL, NULL, 0);
+    PGresult *res;
+    if (c->replication && n_params > 0) {
+        firn_buf b;
+        firn_buf_init(&b, FIRN_PG_SQL_MAX);
+        firn_rc rc = inline_params(c, sql, n_params, params, &b, err);
+        if (rc) {
+            firn_buf_deinit(&b);
+            return rc;
+        }
+        res = PQexec(c->pq, (const char *)b.data);
+        firn_buf_deinit(&b);
+    } else if (n_params == 0) {
+        res = PQexec(c->pq, sql);
+    } else {
+        res = PQexecParams(c->pq, sql, n_params, NULL, params, NULL, NULL, 0);
+    }
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
         firn_rc rc = firn__pg_result_error(c->pq, res, err, "catalog query failed");
         PQclear(res);
