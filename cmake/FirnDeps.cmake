@@ -14,3 +14,5 @@ find_path(SNAPPY_INCLUDE snappy-c.h REQUIRED)
 add_library(firn_snappy INTERFACE)
 target_link_libraries(firn_snappy INTERFACE ${SNAPPY_LIB})
 target_include_directories(firn_snappy INTERFACE ${SNAPPY_INCLUDE})
+# Optional: liblz4 lets the Parquet reader decode LZ4_RAW pages (else FIRN_ERR_UNSUPPORTED).
+pkg_check_modules(LZ4 IMPORTED_TARGET liblz4)

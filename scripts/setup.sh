@@ -19,7 +19,7 @@ die() {
 APT_PACKAGES=(
     build-essential cmake ninja-build pkg-config clang-format python3-venv
     libpq-dev libcurl4-openssl-dev libssl-dev libjansson-dev libzstd-dev libsnappy-dev
-    zlib1g-dev libsqlite3-dev libmicrohttpd-dev
+    zlib1g-dev libsqlite3-dev libmicrohttpd-dev liblz4-dev
     # Debian 12 ships the contrib modules inside postgresql-15 (it provides the virtual
     # postgresql-contrib-15); postgresql-contrib is the real package that pulls them in.
     postgresql-15 postgresql-contrib

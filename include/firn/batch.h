@@ -108,6 +108,10 @@ firn_column *firn_batch_column(firn_batch *b, size_t i);
  * operation and source position (PostgreSQL: commit LSN). FIRN_ERR_INTERNAL (with a message
  * naming the column) when a column's length does not equal the new row count. */
 FIRN_MUST_CHECK firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *err);
+/** Completes n rows at once, all with operation op and position lsn, after n values were
+ * appended to every top-level column. Errors as firn_batch_end_row. */
+FIRN_MUST_CHECK firn_rc
+firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, firn_err *err);
 /** Operation of row i (i < rows). */
 firn_op firn_batch_op(const firn_batch *b, size_t i);
 /** Source position of row i. */
@@ -141,6 +145,17 @@ void firn_column_list_begin(firn_column *c);
 void firn_column_list_end(firn_column *c);
 /** Ends a struct value whose children each received one value. */
 void firn_column_struct_end(firn_column *c);
+
+/* Bulk appending (for decoders such as the Parquet reader). */
+
+/** Appends n slots to a fixed-width column (firn_type_is_fixed_width) and returns a pointer to
+ * their n values (firn_type_value_size bytes each, firn_column_values layout) for the caller to
+ * fill; valid until the next append or reset. valid is NULL (every slot present) or n bytes,
+ * nonzero = present; then the returned values are zeroed and the caller fills only the present
+ * slots (null slots hold zeros). */
+void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid);
+/** Appends n null slots to a primitive column (as n calls of firn_column_append_null). */
+void firn_column_append_nulls(firn_column *c, size_t n);
 
 /* Reading columns (for writers). Pointers are borrowed, valid until the next append or reset. */
 

@@ -18,6 +18,7 @@ typedef enum firn_pq_codec {
     FIRN_PQ_SNAPPY = 1,
     FIRN_PQ_GZIP = 2,
     FIRN_PQ_ZSTD = 6,
+    FIRN_PQ_LZ4_RAW = 7, /* reader only, when built with liblz4 */
 } firn_pq_codec;
 
 /** One key_value_metadata entry of the footer (both strings borrowed). */
@@ -216,6 +217,8 @@ typedef struct firn_pq_schema_elem {
     int32_t logical_unit;  /* TIME/TIMESTAMP unit: 1 MILLIS, 2 MICROS, 3 NANOS */
     int32_t logical_scale; /* DECIMAL */
     int32_t logical_precision;
+    int32_t logical_int_bits; /* INTEGER bitWidth (8, 16, 32, 64), -1 absent */
+    bool logical_int_signed;  /* INTEGER isSigned */
 } firn_pq_schema_elem;
 
 /** ColumnChunk + ColumnMetaData. */
@@ -274,5 +277,88 @@ FIRN_MUST_CHECK firn_rc firn_pq_footer_parse(const void *p,
 
 /** Frees a decoded footer (NULL accepted). */
 void firn_pq_file_meta_free(firn_pq_file_meta *m);
+
+/* ================================================================================================
+ * Column reader (owner: pqread). Reads selected flat primitive columns of any writer's file into
+ * column batches, row group by row group (parquet-format: parquet.thrift PageHeader, Encodings.md,
+ * Compression.md; Iceberg spec "Column Projection" for field-id and name matching).
+ *
+ * Supported: physical BOOLEAN, INT32, INT64, FLOAT, DOUBLE, BYTE_ARRAY, FIXED_LEN_BYTE_ARRAY;
+ * REQUIRED/OPTIONAL leaves with max repetition level 0; encodings PLAIN, PLAIN_DICTIONARY,
+ * RLE_DICTIONARY, RLE (booleans, levels), BIT_PACKED (levels), DELTA_BINARY_PACKED,
+ * DELTA_LENGTH_BYTE_ARRAY, DELTA_BYTE_ARRAY, BYTE_STREAM_SPLIT; data pages v1 and v2; codecs
+ * uncompressed, snappy, gzip, zstd and LZ4_RAW (when built with liblz4).
+ * Everything read from the file is untrusted: sizes are checked against the file size and the
+ * footer, decompressed sizes against the page header, and malformed input is FIRN_ERR_PARSE.
+ * ==============================================================================================*/
+
+/** Reads len bytes at offset of the file: the callee appends exactly len bytes to out (which
+ * the reader has emptied; its max is at least len) or fails (e.g. FIRN_ERR_IO). A FileIO range
+ * read goes behind it, so the parquet module does not depend on io. */
+typedef firn_rc (*firn_pq_read_fn)(
+    void *ctx, uint64_t offset, size_t len, firn_buf *out, firn_err *err);
+
+typedef struct firn_pq_reader firn_pq_reader;
+
+/** Opens a Parquet file held in memory: p (borrowed, must outlive the reader) of len bytes.
+ * Parses the footer. Errors: FIRN_ERR_PARSE (not Parquet, malformed footer or schema),
+ * FIRN_ERR_TOO_LARGE (footer over 256 MiB). The reader is not thread-safe; distinct readers
+ * are independent. */
+FIRN_MUST_CHECK firn_rc firn_pq_reader_open_mem(const void *p,
+                                                size_t len,
+                                                firn_pq_reader **out,
+                                                firn_err *err);
+
+/** Opens a Parquet file of file_size bytes read through read_at(ctx, ...) (ctx borrowed, must
+ * outlive the reader). Reads the tail (up to 64 KiB, plus the rest of a longer footer) and parses
+ * the footer. Errors: as firn_pq_reader_open_mem plus read_at's. */
+FIRN_MUST_CHECK firn_rc firn_pq_reader_open(
+    firn_pq_read_fn read_at, void *ctx, uint64_t file_size, firn_pq_reader **out, firn_err *err);
+
+/** Frees the reader (NULL accepted). */
+void firn_pq_reader_free(firn_pq_reader *r);
+
+/** The decoded footer (borrowed; valid for the reader's lifetime). */
+const firn_pq_file_meta *firn_pq_reader_meta(const firn_pq_reader *r);
+
+/** Number of row groups. */
+size_t firn_pq_reader_row_groups(const firn_pq_reader *r);
+
+/** Rows of row group g (g < row groups). */
+uint64_t firn_pq_reader_row_group_rows(const firn_pq_reader *r, size_t g);
+
+/** Position in the file of the first row of row group g: the rows of the groups before it
+ * (Iceberg position deletes count positions this way, from 0). */
+uint64_t firn_pq_reader_row_group_first_row(const firn_pq_reader *r, size_t g);
+
+/** Total rows of the file (sum of the row groups'). */
+uint64_t firn_pq_reader_rows(const firn_pq_reader *r);
+
+/** Chooses the columns to read: schema (borrowed, must outlive the selection) is a STRUCT whose
+ * children are primitive fields. Each child is matched to a file column by Iceberg field id
+ * (SchemaElement.field_id, any depth) when the file has field ids, otherwise by top-level name.
+ * A field missing from the file reads as nulls when optional; a required one is FIRN_ERR_SCHEMA.
+ * The file's type must convert to the field's without loss: equal types; int -> long; float ->
+ * double; decimal(P,S) from any decimal physical type (INT32, INT64, FIXED_LEN_BYTE_ARRAY,
+ * BYTE_ARRAY) with precision <= P and the same scale; timestamps/time in a coarser unit (millis
+ * -> micros -> nanos). Otherwise FIRN_ERR_SCHEMA naming the column. FIRN_ERR_UNSUPPORTED for a
+ * nested or repeated column, INT96 and other physical types the reader does not decode, and for
+ * nested fields in schema. Replaces any earlier selection. */
+FIRN_MUST_CHECK firn_rc firn_pq_reader_select(firn_pq_reader *r,
+                                              const firn_field *schema,
+                                              firn_err *err);
+
+/** Resets b (made with firn_batch_new for the selected schema) and fills it with the rows of
+ * row group g: one row per file row, in file order, operation FIRN_OP_READ and lsn 0. Columns
+ * are decoded one after the other; memory besides b is one column chunk (compressed) plus one
+ * decompressed page and the chunk's dictionary. Errors: FIRN_ERR_PARSE (malformed or
+ * inconsistent data: its message names column, row group and page), FIRN_ERR_UNSUPPORTED
+ * (encoding or codec not decoded here, naming it), FIRN_ERR_TOO_LARGE (a page or value past the
+ * limits), FIRN_ERR_INVALID (no selection, g out of range, b of another schema), read_at's.
+ * After an error b holds partial columns: reset it before use. */
+FIRN_MUST_CHECK firn_rc firn_pq_reader_read_row_group(firn_pq_reader *r,
+                                                      size_t g,
+                                                      firn_batch *b,
+                                                      firn_err *err);
 
 #endif

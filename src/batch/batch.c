@@ -217,6 +217,71 @@ void firn_column_append_bytes(firn_column *c, const void *p, size_t len)
     c->length++;
 }
 
+/* Makes room for slots up to new_len in the validity bitmap (creating it, all set, when
+ * make is true and it does not exist yet). */
+static void validity_grow(firn_column *c, size_t new_len, bool make)
+{
+    if (!c->validity && !make)
+        return;
+    size_t need = (new_len + 7) / 8;
+    if (!c->validity) {
+        size_t cap = 64;
+        while (cap < need)
+            cap *= 2;
+        c->validity = firn_calloc(cap, 1);
+        c->validity_cap = cap;
+        memset(c->validity, 0xff, c->length / 8);
+        for (size_t k = c->length / 8 * 8; k < c->length; k++)
+            c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+    }
+    if (need > c->validity_cap) {
+        size_t cap = c->validity_cap * 2;
+        while (cap < need)
+            cap *= 2;
+        c->validity = firn_realloc(c->validity, cap);
+        memset(c->validity + c->validity_cap, 0, cap - c->validity_cap);
+        c->validity_cap = cap;
+    }
+}
+
+void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
+{
+    FIRN_ASSERT(c->width && !c->list_open && c->field->type != FIRN_TYPE_STRUCT);
+    size_t nulls = 0;
+    for (size_t i = 0; valid && i < n; i++)
+        nulls += !valid[i];
+    if (c->length + n > c->values_cap) {
+        size_t cap = c->values_cap ? c->values_cap : 64;
+        while (cap < c->length + n)
+            cap *= 2;
+        c->values = firn_reallocarray(c->values, cap, c->width);
+        c->values_cap = cap;
+    }
+    validity_grow(c, c->length + n, nulls > 0);
+    if (c->validity) {
+        for (size_t i = 0; i < n; i++) {
+            size_t k = c->length + i;
+            if (!valid || valid[i])
+                c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+            else
+                c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
+        }
+    }
+    uint8_t *out = c->values + c->length * c->width;
+    if (valid)
+        memset(out, 0, n * c->width);
+    c->null_count += nulls;
+    c->length += n;
+    return out;
+}
+
+void firn_column_append_nulls(firn_column *c, size_t n)
+{
+    FIRN_ASSERT(c->n_children == 0);
+    for (size_t i = 0; i < n; i++)
+        firn_column_append_null(c);
+}
+
 void firn_column_list_begin(firn_column *c)
 {
     FIRN_ASSERT((c->field->type == FIRN_TYPE_LIST || c->field->type == FIRN_TYPE_MAP) &&
@@ -374,6 +439,29 @@ firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *er
     b->ops[b->rows] = (uint8_t)op;
     b->lsns[b->rows] = lsn;
     b->rows++;
+    return FIRN_OK;
+}
+
+firn_rc firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, firn_err *err)
+{
+    for (size_t i = 0; i < b->n_columns; i++) {
+        if (b->columns[i]->length != b->rows + n)
+            return firn_err_set(err, FIRN_ERR_INTERNAL,
+                                "column \"%s\" has %zu values, expected %zu",
+                                b->columns[i]->field->name, b->columns[i]->length, b->rows + n);
+    }
+    if (b->rows + n > b->rows_cap) {
+        size_t cap = b->rows_cap ? b->rows_cap : 64;
+        while (cap < b->rows + n)
+            cap *= 2;
+        b->ops = firn_realloc(b->ops, cap);
+        b->lsns = firn_reallocarray(b->lsns, cap, sizeof(uint64_t));
+        b->rows_cap = cap;
+    }
+    memset(b->ops + b->rows, (int)op, n);
+    for (size_t i = 0; i < n; i++)
+        b->lsns[b->rows + i] = lsn;
+    b->rows += n;
     return FIRN_OK;
 }
 

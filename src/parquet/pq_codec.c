@@ -6,6 +6,9 @@
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
+#ifdef FIRN_HAVE_LZ4
+#include <lz4.h>
+#endif
 
 struct pq_codec {
     firn_pq_codec codec;
@@ -146,6 +149,16 @@ firn_rc firn__pq_decompress(
     }
     case FIRN_PQ_GZIP:
         return gunzip(src, len, dst, dst_len, err);
+    case FIRN_PQ_LZ4_RAW:
+#ifdef FIRN_HAVE_LZ4
+        if (len > INT32_MAX || dst_len > INT32_MAX ||
+            LZ4_decompress_safe(src, dst, (int)len, (int)dst_len) != (int)dst_len)
+            return firn_err_set(err, FIRN_ERR_PARSE, "corrupt lz4 page");
+        return FIRN_OK;
+#else
+        return firn_err_set(err, FIRN_ERR_UNSUPPORTED,
+                            "parquet codec LZ4_RAW needs liblz4, which this build lacks");
+#endif
     }
     return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "unsupported parquet codec %d", codec);
 }

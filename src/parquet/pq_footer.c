@@ -73,6 +73,19 @@ static void read_logical(pq_tr *r, firn_pq_schema_elem *e)
         }
         if (id == 7 || id == 8) {
             read_time_unit(r, e);
+        } else if (id == 10) {
+            int16_t iid;
+            uint8_t it;
+            FOR_FIELDS(r, iid, it)
+            {
+                if (iid == 1)
+                    e->logical_int_bits = (int32_t)firn__pq_tr_int(r, it);
+                else if (iid == 2 && want(r, it, TC_TRUE))
+                    e->logical_int_signed = firn__pq_tr_bool(r, it);
+                else
+                    firn__pq_tr_skip(r, it);
+            }
+            firn__pq_tr_struct_end(r);
         } else if (id == 5) {
             int16_t did;
             uint8_t dt;
@@ -99,7 +112,7 @@ static void read_schema_elem(pq_tr *r, firn_pq_schema_elem *e)
     uint8_t t;
     e->type = e->type_length = e->repetition = e->num_children = -1;
     e->converted_type = e->scale = e->precision = -1;
-    e->logical_unit = e->logical_scale = e->logical_precision = -1;
+    e->logical_unit = e->logical_scale = e->logical_precision = e->logical_int_bits = -1;
     FOR_FIELDS(r, id, t)
     {
         switch (id) {

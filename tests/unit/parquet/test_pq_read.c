@@ -1,0 +1,579 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parquet column reader unit tests: files from firn's own writer (every primitive type, NULLs,
+ * dictionary and PLAIN fallback, many pages and row groups, every codec) read back from memory
+ * and through the range-read callback and compared value by value; column selection by id and
+ * name, conversions, schema errors; hand-built encodings; corrupt files rejected without crashes.
+ * Files of other writers are checked in tests/interop/test_parquet_read.py. */
+#include "parquet/pq_read_int.h"
+#include "t.h"
+
+#include <math.h>
+
+static firn_rc mem_write(void *ctx, const void *p, size_t len, firn_err *err)
+{
+    (void)err;
+    return firn_buf_append(ctx, p, len);
+}
+
+typedef struct cb_file {
+    const uint8_t *p;
+    size_t len;
+    int reads;
+} cb_file;
+
+static firn_rc cb_read(void *ctx, uint64_t off, size_t len, firn_buf *out, firn_err *err)
+{
+    cb_file *f = ctx;
+    f->reads++;
+    if (off > f->len || len > f->len - off)
+        return firn_err_set(err, FIRN_ERR_IO, "read past the end");
+    return firn_buf_append(out, f->p + off, len);
+}
+
+enum {
+    C_BOOL,
+    C_INT,
+    C_LONG,
+    C_FLOAT,
+    C_DOUBLE,
+    C_DEC9,
+    C_DEC18,
+    C_DEC38,
+    C_DATE,
+    C_TIME,
+    C_TS,
+    C_TSTZ,
+    C_TSNS,
+    C_STR,
+    C_BIN,
+    C_UUID,
+    C_FIXED,
+    C_KEY,
+    N_COLS
+};
+
+/* Every primitive type; odd columns optional, except the key. */
+static firn_field *all_types(void)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    static const struct {
+        const char *name;
+        firn_type t;
+    } cols[N_COLS] = {
+        {"b", FIRN_TYPE_BOOLEAN},       {"i", FIRN_TYPE_INT},        {"l", FIRN_TYPE_LONG},
+        {"f", FIRN_TYPE_FLOAT},         {"d", FIRN_TYPE_DOUBLE},     {"d9", FIRN_TYPE_DECIMAL},
+        {"d18", FIRN_TYPE_DECIMAL},     {"d38", FIRN_TYPE_DECIMAL},  {"dt", FIRN_TYPE_DATE},
+        {"tm", FIRN_TYPE_TIME},         {"ts", FIRN_TYPE_TIMESTAMP}, {"tz", FIRN_TYPE_TIMESTAMPTZ},
+        {"ns", FIRN_TYPE_TIMESTAMP_NS}, {"s", FIRN_TYPE_STRING},     {"bin", FIRN_TYPE_BINARY},
+        {"u", FIRN_TYPE_UUID},          {"fx", FIRN_TYPE_FIXED},     {"key", FIRN_TYPE_LONG},
+    };
+    for (int i = 0; i < N_COLS; i++) {
+        int32_t id = 100 + i;
+        bool req = i % 2 == 0 || i == C_KEY;
+        firn_field *f;
+        if (i == C_DEC9)
+            f = firn_field_new_decimal(id, cols[i].name, 9, 2, req);
+        else if (i == C_DEC18)
+            f = firn_field_new_decimal(id, cols[i].name, 18, 4, req);
+        else if (i == C_DEC38)
+            f = firn_field_new_decimal(id, cols[i].name, 38, 10, req);
+        else if (i == C_FIXED)
+            f = firn_field_new_fixed(id, cols[i].name, 5, req);
+        else
+            f = firn_field_new(id, cols[i].name, cols[i].t, req);
+        firn_field_add(s, f);
+    }
+    return s;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Row r of the test data: low-cardinality values in the first half of the file (dictionary),
+ * unique ones after (forces the PLAIN fallback); every 7th optional value NULL. */
+static void append_row(firn_batch *b, size_t r, size_t n)
+{
+    uint64_t x = r < n / 2 ? mix(r % 13) : mix(r);
+    for (int i = 0; i < N_COLS; i++) {
+        firn_column *c = firn_batch_column(b, (size_t)i);
+        uint64_t v = mix(x + (uint64_t)i);
+        if (!firn_column_field(c)->required && (r + (size_t)i) % 7 == 0) {
+            firn_column_append_null(c);
+            continue;
+        }
+        char s[64];
+        uint8_t raw[16];
+        memcpy(raw, &v, 8);
+        memcpy(raw + 8, &x, 8);
+        switch (i) {
+        case C_BOOL:
+            firn_column_append_bool(c, v & 1);
+            break;
+        case C_INT:
+        case C_DATE:
+            firn_column_append_i32(c, (int32_t)v);
+            break;
+        case C_DEC9:
+            firn_column_append_i64(c, (int64_t)(v % 999999999) - 499999999);
+            break;
+        case C_DEC18:
+            firn_column_append_i64(c, (int64_t)(v % 999999999999999999ull) - 499999999999999999);
+            break;
+        case C_DEC38:
+            firn_column_append_i128(c, (int64_t)(v >> 20) - (1ll << 42), x);
+            break;
+        case C_FLOAT:
+            firn_column_append_float(c, r % 101 == 0 ? (float)NAN : (float)(int64_t)v / 7.0f);
+            break;
+        case C_DOUBLE:
+            firn_column_append_double(c, (double)(int64_t)v / 3.0);
+            break;
+        case C_STR:
+            firn_column_append_bytes(
+                c, s, (size_t)snprintf(s, sizeof(s), "v%llx", (unsigned long long)(v >> (v & 31))));
+            break;
+        case C_BIN:
+            firn_column_append_bytes(c, raw, v % 17);
+            break;
+        case C_UUID:
+            firn_column_append_bytes(c, raw, 16);
+            break;
+        case C_FIXED:
+            firn_column_append_bytes(c, raw, 5);
+            break;
+        case C_KEY:
+            firn_column_append_i64(c, (int64_t)r);
+            break;
+        case C_TS:
+        case C_TSTZ:
+            firn_column_append_i64(c, (int64_t)(v >> 11) - (1ll << 52));
+            break;
+        default:
+            firn_column_append_i64(c, (int64_t)v);
+        }
+    }
+    T_OK(firn_batch_end_row(b, FIRN_OP_INSERT, 0, NULL));
+}
+
+/* Writes n rows with small pages, row groups and dictionary limit. */
+static void
+write_file(const firn_field *s, size_t n, firn_pq_codec codec, firn_buf *out, firn_batch **src)
+{
+    firn_pq_options o;
+    firn_pq_options_init(&o);
+    o.codec = codec;
+    o.page_rows = 700;
+    o.page_bytes = 16 << 10;
+    o.dict_bytes = 4 << 10;
+    o.row_group_bytes = 64 << 10;
+    firn_err err = {0};
+    firn_pq_writer *w;
+    firn_buf_init(out, (size_t)1 << 30);
+    *src = firn_batch_new(s);
+    for (size_t r = 0; r < n; r++)
+        append_row(*src, r, n);
+    T_OK_ERR(firn_pq_writer_new(s, &o, mem_write, out, &w, &err), &err);
+    T_OK_ERR(firn_pq_writer_write(w, *src, &err), &err);
+    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+    firn_pq_writer_free(w);
+}
+
+/* Compares row r of a (all columns) with row ra of b through the canonical key encoding. */
+static void same_row(const firn_batch *a, size_t ra, const firn_batch *b, size_t rb, size_t n_cols)
+{
+    uint32_t cols[64];
+    for (uint32_t i = 0; i < n_cols; i++)
+        cols[i] = i;
+    firn_buf ka, kb;
+    firn_buf_init(&ka, 1 << 20);
+    firn_buf_init(&kb, 1 << 20);
+    T_OK(firn_batch_key_encode(a, ra, cols, n_cols, &ka));
+    T_OK(firn_batch_key_encode(b, rb, cols, n_cols, &kb));
+    if (ka.len != kb.len || memcmp(ka.data, kb.data, ka.len) != 0)
+        T_FAIL("row %zu differs", ra);
+    firn_buf_deinit(&ka);
+    firn_buf_deinit(&kb);
+}
+
+/* Reads every row group of r into one batch per group and checks it against src. */
+static void check_all(firn_pq_reader *r, const firn_field *s, firn_batch *src)
+{
+    firn_err err = {0};
+    T_OK_ERR(firn_pq_reader_select(r, s, &err), &err);
+    firn_batch *b = firn_batch_new(s);
+    size_t row = 0;
+    T_TRUE(firn_pq_reader_row_groups(r) > 2);
+    for (size_t g = 0; g < firn_pq_reader_row_groups(r); g++) {
+        T_EQ_UINT(firn_pq_reader_row_group_first_row(r, g), row);
+        T_OK_ERR(firn_pq_reader_read_row_group(r, g, b, &err), &err);
+        T_EQ_UINT(firn_batch_rows(b), firn_pq_reader_row_group_rows(r, g));
+        for (size_t i = 0; i < firn_batch_rows(b); i++)
+            same_row(src, row + i, b, i, s->n_children);
+        T_EQ_INT(firn_batch_op(b, 0), FIRN_OP_READ);
+        row += firn_batch_rows(b);
+    }
+    T_EQ_UINT(row, firn_batch_rows(src));
+    T_EQ_UINT(firn_pq_reader_rows(r), row);
+    firn_batch_free(b);
+}
+
+static void roundtrip(firn_pq_codec codec)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 30000, codec, &file, &src);
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
+    check_all(r, s, src);
+    firn_pq_reader_free(r);
+
+    cb_file f = {file.data, file.len, 0};
+    T_OK_ERR(firn_pq_reader_open(cb_read, &f, file.len, &r, &err), &err);
+    check_all(r, s, src);
+    firn_pq_reader_free(r);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+T_TEST(roundtrip_zstd)
+{
+    roundtrip(FIRN_PQ_ZSTD);
+}
+
+T_TEST(roundtrip_snappy)
+{
+    roundtrip(FIRN_PQ_SNAPPY);
+}
+
+T_TEST(roundtrip_gzip)
+{
+    roundtrip(FIRN_PQ_GZIP);
+}
+
+T_TEST(roundtrip_uncompressed)
+{
+    roundtrip(FIRN_PQ_UNCOMPRESSED);
+}
+
+/* The written file really has dictionary and PLAIN pages, several row groups and many pages. */
+T_TEST(file_shape)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 30000, FIRN_PQ_ZSTD, &file, &src);
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
+    const firn_pq_file_meta *m = firn_pq_reader_meta(r);
+    T_TRUE(m->n_row_groups >= 3);
+    bool dict = false, plain = false;
+    for (size_t g = 0; g < m->n_row_groups; g++) {
+        const firn_pq_chunk_meta *c = &m->row_groups[g].columns[C_LONG];
+        for (size_t k = 0; k < c->n_encodings; k++) {
+            dict |= c->encodings[k] == RD_ENC_RLE_DICT;
+            plain |= c->encodings[k] == RD_ENC_PLAIN;
+        }
+    }
+    T_TRUE(dict && plain);
+    T_TRUE(m->row_groups[0].num_rows > 5 * 700); /* many pages per chunk */
+    firn_pq_reader_free(r);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+/* Selection: a subset in another order, by id; a missing optional column reads as nulls. */
+T_TEST(select_subset_by_id)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 5000, FIRN_PQ_ZSTD, &file, &src);
+    firn_field *sel = firn_field_new(0, "sel", FIRN_TYPE_STRUCT, true);
+    firn_field_add(sel, firn_field_new(100 + C_KEY, "renamed", FIRN_TYPE_LONG, true));
+    firn_field_add(sel, firn_field_new(100 + C_STR, "s", FIRN_TYPE_STRING, false));
+    firn_field_add(sel, firn_field_new(999, "gone", FIRN_TYPE_INT, false));
+    firn_field_add(sel, firn_field_new(100 + C_INT, "i_as_long", FIRN_TYPE_LONG, false));
+    firn_field_add(sel, firn_field_new(100 + C_FLOAT, "f_as_double", FIRN_TYPE_DOUBLE, false));
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
+    T_OK_ERR(firn_pq_reader_select(r, sel, &err), &err);
+    firn_batch *b = firn_batch_new(sel);
+    size_t row = 0;
+    for (size_t g = 0; g < firn_pq_reader_row_groups(r); g++) {
+        T_OK_ERR(firn_pq_reader_read_row_group(r, g, b, &err), &err);
+        const int64_t *keys = firn_column_values(firn_batch_column(b, 0));
+        firn_column *str = firn_batch_column(b, 1), *gone = firn_batch_column(b, 2);
+        firn_column *src_str = firn_batch_column(src, C_STR);
+        const int64_t *il = firn_column_values(firn_batch_column(b, 3));
+        const int32_t *is = firn_column_values(firn_batch_column(src, C_INT));
+        const double *fd = firn_column_values(firn_batch_column(b, 4));
+        const float *fs = firn_column_values(firn_batch_column(src, C_FLOAT));
+        for (size_t i = 0; i < firn_batch_rows(b); i++, row++) {
+            T_EQ_INT(keys[i], (int64_t)row);
+            T_EQ_INT(firn_column_is_valid(str, i), firn_column_is_valid(src_str, row));
+            if (firn_column_is_valid(str, i)) {
+                const uint32_t *o = firn_column_offsets(str), *so = firn_column_offsets(src_str);
+                T_EQ_UINT(o[i + 1] - o[i], so[row + 1] - so[row]);
+                T_EQ_MEM(firn_column_data(str) + o[i], firn_column_data(src_str) + so[row],
+                         o[i + 1] - o[i]);
+            }
+            T_FALSE(firn_column_is_valid(gone, i));
+            T_EQ_INT(il[i], is[row]);
+            if (fs[row] == fs[row])
+                T_EQ_DBL(fd[i], (double)fs[row]);
+        }
+    }
+    T_EQ_UINT(row, 5000);
+    firn_batch_free(b);
+    firn_pq_reader_free(r);
+    firn_field_free(sel);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+static firn_rc select_one(const firn_buf *file, firn_field *f, firn_err *err)
+{
+    firn_field *sel = firn_field_new(0, "sel", FIRN_TYPE_STRUCT, true);
+    firn_field_add(sel, f);
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open_mem(file->data, file->len, &r, err), err);
+    firn_rc rc = firn_pq_reader_select(r, sel, err);
+    firn_pq_reader_free(r);
+    firn_field_free(sel);
+    return rc;
+}
+
+T_TEST(select_errors)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 100, FIRN_PQ_ZSTD, &file, &src);
+    firn_err err = {0};
+    T_EQ_INT(select_one(&file, firn_field_new(999, "x", FIRN_TYPE_LONG, true), &err),
+             FIRN_ERR_SCHEMA);
+    T_TRUE(strstr(err.msg, "\"x\"") != NULL);
+    T_EQ_INT(select_one(&file, firn_field_new(100 + C_LONG, "l", FIRN_TYPE_INT, true), &err),
+             FIRN_ERR_SCHEMA);
+    T_TRUE(strstr(err.msg, "cannot be read as int") != NULL);
+    T_EQ_INT(select_one(&file, firn_field_new_decimal(100 + C_DEC9, "d9", 9, 3, true), &err),
+             FIRN_ERR_SCHEMA);
+    T_EQ_INT(select_one(&file, firn_field_new(100 + C_TSNS, "ns", FIRN_TYPE_TIMESTAMP, true), &err),
+             FIRN_ERR_SCHEMA);
+    T_EQ_INT(select_one(&file, firn_field_new(100 + C_KEY, "k", FIRN_TYPE_STRUCT, true), &err),
+             FIRN_ERR_UNSUPPORTED);
+    T_EQ_INT(
+        select_one(&file, firn_field_new(100 + C_TS, "ts", FIRN_TYPE_TIMESTAMP_NS, true), &err),
+        FIRN_OK);
+    T_EQ_INT(select_one(&file, firn_field_new_decimal(100 + C_DEC9, "d9", 20, 2, true), &err),
+             FIRN_OK);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+/* Widening conversions read the right values: decimal(9,2) as decimal(20,2), timestamp (us) as
+ * timestamp_ns. */
+T_TEST(widening_values)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 3000, FIRN_PQ_SNAPPY, &file, &src);
+    firn_field *sel = firn_field_new(0, "sel", FIRN_TYPE_STRUCT, true);
+    firn_field_add(sel, firn_field_new_decimal(100 + C_DEC9, "d9", 20, 2, false));
+    firn_field_add(sel, firn_field_new(100 + C_TS, "ts", FIRN_TYPE_TIMESTAMP_NS, true));
+    firn_field_add(sel, firn_field_new_decimal(100 + C_DEC18, "d18", 30, 4, false));
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
+    T_OK_ERR(firn_pq_reader_select(r, sel, &err), &err);
+    firn_batch *b = firn_batch_new(sel);
+    size_t row = 0;
+    for (size_t g = 0; g < firn_pq_reader_row_groups(r); g++) {
+        T_OK_ERR(firn_pq_reader_read_row_group(r, g, b, &err), &err);
+        const int64_t *d9 = firn_column_values(firn_batch_column(src, C_DEC9));
+        const int64_t *d18 = firn_column_values(firn_batch_column(src, C_DEC18));
+        const int64_t *ts = firn_column_values(firn_batch_column(src, C_TS));
+        const int64_t *w9 = firn_column_values(firn_batch_column(b, 0));
+        const int64_t *wts = firn_column_values(firn_batch_column(b, 1));
+        const int64_t *w18 = firn_column_values(firn_batch_column(b, 2));
+        for (size_t i = 0; i < firn_batch_rows(b); i++, row++) {
+            T_EQ_INT(w9[2 * i], d9[row]);
+            T_EQ_INT(w9[2 * i + 1], d9[row] < 0 ? -1 : 0);
+            T_EQ_INT(w18[2 * i], d18[row]);
+            T_EQ_INT(w18[2 * i + 1], d18[row] < 0 ? -1 : 0);
+            T_EQ_INT(wts[i], ts[row] * 1000);
+        }
+    }
+    firn_batch_free(b);
+    firn_pq_reader_free(r);
+    firn_field_free(sel);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+/* Reading through the callback reads one chunk per selected column and row group (plus the
+ * tail), not the whole file. */
+T_TEST(callback_reads_chunks_only)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 8000, FIRN_PQ_ZSTD, &file, &src);
+    firn_field *sel = firn_field_new(0, "sel", FIRN_TYPE_STRUCT, true);
+    firn_field_add(sel, firn_field_new(100 + C_KEY, "key", FIRN_TYPE_LONG, true));
+    cb_file f = {file.data, file.len, 0};
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open(cb_read, &f, file.len, &r, &err), &err);
+    T_EQ_INT(f.reads, 1);
+    T_OK_ERR(firn_pq_reader_select(r, sel, &err), &err);
+    firn_batch *b = firn_batch_new(sel);
+    for (size_t g = 0; g < firn_pq_reader_row_groups(r); g++)
+        T_OK_ERR(firn_pq_reader_read_row_group(r, g, b, &err), &err);
+    T_EQ_INT(f.reads, 1 + (int)firn_pq_reader_row_groups(r));
+    T_EQ_INT(firn_pq_reader_read_row_group(r, 99, b, &err), FIRN_ERR_INVALID);
+    firn_batch_free(b);
+    firn_pq_reader_free(r);
+    firn_field_free(sel);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+/* Hand-made DELTA_BINARY_PACKED: the parquet-format Encodings.md example 1..5, and a block with
+ * negative deltas and several miniblocks. */
+T_TEST(delta_binary_packed)
+{
+    /* 1 2 3 4 5: block 128, 4 miniblocks, 5 values, first 1; min delta 1, widths 0 */
+    const uint8_t ex[] = {0x80, 0x01, 0x04, 0x05, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00};
+    int64_t *out = NULL;
+    size_t cap = 0, n, used;
+    T_TRUE(firn__pq_rd_delta_bp(ex, sizeof(ex), false, &out, &cap, 10, &n, &used));
+    T_EQ_UINT(n, 5);
+    T_EQ_UINT(used, sizeof(ex));
+    for (int i = 0; i < 5; i++)
+        T_EQ_INT(out[i], i + 1);
+    /* too many values for the page */
+    T_FALSE(firn__pq_rd_delta_bp(ex, sizeof(ex), false, &out, &cap, 4, &n, &used));
+    /* 7 5 3 1 2 3 4 5: first 7; deltas -2 -2 -2 1 1 1 1 -> min -2, bits 0 0 0 3 3 3 3 (w=2) */
+    const uint8_t ex2[] = {0x80, 0x01, 0x04, 0x08, 0x0E, 0x03, 0x02, 0x00, 0x00,
+                           0x00, 0xC0, 0xFF, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    T_TRUE(firn__pq_rd_delta_bp(ex2, sizeof(ex2), false, &out, &cap, 100, &n, &used));
+    const int64_t want[] = {7, 5, 3, 1, 2, 3, 4, 5};
+    T_EQ_UINT(n, 8);
+    for (int i = 0; i < 8; i++)
+        T_EQ_INT(out[i], want[i]);
+    /* truncated */
+    for (size_t cut = 0; cut < 12; cut++)
+        T_FALSE(firn__pq_rd_delta_bp(ex2, cut, false, &out, &cap, 100, &n, &used));
+    firn_free(out);
+}
+
+T_TEST(rle_hybrid_decode)
+{
+    uint32_t v[3000], out[3000];
+    uint64_t x = 1;
+    for (int bw = 1; bw <= 24; bw++) {
+        for (size_t i = 0; i < 3000; i++) {
+            x = mix(x);
+            v[i] = (i / 100) % 3 ? (uint32_t)(x & ((1u << bw) - 1)) : 1;
+        }
+        firn_buf b;
+        firn_buf_init(&b, 1 << 20);
+        T_OK(firn__pq_rle_u32(&b, v, 3000, bw));
+        T_TRUE(firn__pq_rd_rle_u32(b.data, b.len, bw, out, 3000));
+        T_EQ_MEM(out, v, sizeof(v));
+        T_FALSE(firn__pq_rd_rle_u32(b.data, b.len / 2, bw, out, 3000));
+        firn_buf_deinit(&b);
+    }
+}
+
+T_TEST(byte_stream_split)
+{
+    const uint8_t in[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint8_t out[8];
+    T_TRUE(firn__pq_rd_bss(in, 8, 4, out, 2));
+    const uint8_t want[] = {1, 3, 5, 7, 2, 4, 6, 8};
+    T_EQ_MEM(out, want, 8);
+    T_FALSE(firn__pq_rd_bss(in, 7, 4, out, 2));
+}
+
+/* Flipped and truncated bytes anywhere: errors, never crashes, leaks or overreads (asan). */
+T_TEST(corrupt_files)
+{
+    firn_field *s = all_types();
+    firn_buf file;
+    firn_batch *src;
+    write_file(s, 2000, FIRN_PQ_SNAPPY, &file, &src);
+    firn_batch *b = firn_batch_new(s);
+    uint8_t *copy = firn_malloc(file.len);
+    uint64_t x = 7;
+    int opened = 0, failed = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        memcpy(copy, file.data, file.len);
+        size_t len = file.len;
+        for (int k = 0; k < 4; k++) {
+            x = mix(x);
+            copy[x % len] ^= (uint8_t)(1u << (x >> 61));
+        }
+        if (iter % 10 == 0)
+            len -= (x >> 8) % 200;
+        firn_err err = {0};
+        firn_pq_reader *r;
+        if (firn_pq_reader_open_mem(copy, len, &r, &err) != FIRN_OK)
+            continue;
+        opened++;
+        if (firn_pq_reader_select(r, s, &err) == FIRN_OK) {
+            for (size_t g = 0; g < firn_pq_reader_row_groups(r); g++)
+                failed += firn_pq_reader_read_row_group(r, g, b, &err) != FIRN_OK;
+        }
+        firn_pq_reader_free(r);
+    }
+    T_TRUE(opened > 0);
+    T_TRUE(failed > 0);
+    firn_free(copy);
+    firn_batch_free(b);
+    firn_batch_free(src);
+    firn_buf_deinit(&file);
+    firn_field_free(s);
+}
+
+T_TEST(not_parquet)
+{
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_EQ_INT(firn_pq_reader_open_mem("PAR1", 4, &r, &err), FIRN_ERR_PARSE);
+    T_EQ_INT(firn_pq_reader_open_mem("PAR1xxxxxxxxxxxxPAR1", 20, &r, &err), FIRN_ERR_PARSE);
+    T_EQ_INT(firn_pq_reader_open_mem("PAR1\0\0\0\0\0\0\0\0\0\0\0\0PARE", 20, &r, &err),
+             FIRN_ERR_UNSUPPORTED);
+}
+
+T_MAIN(T_CASE(roundtrip_zstd),
+       T_CASE(roundtrip_snappy),
+       T_CASE(roundtrip_gzip),
+       T_CASE(roundtrip_uncompressed),
+       T_CASE(file_shape),
+       T_CASE(select_subset_by_id),
+       T_CASE(select_errors),
+       T_CASE(widening_values),
+       T_CASE(callback_reads_chunks_only),
+       T_CASE(delta_binary_packed),
+       T_CASE(rle_hybrid_decode),
+       T_CASE(byte_stream_split),
+       T_CASE(corrupt_files),
+       T_CASE(not_parquet))
