@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Install what building and testing firn needs on a Debian 12 machine: build tools and -dev
-# libraries, PostgreSQL 15, and a Python virtualenv (outside the clone) for the interop tests.
+# libraries, PostgreSQL 15, a Python virtualenv (outside the clone) for the interop tests, and the
+# object-storage test servers (scripts/services.sh).
 # Idempotent and quick on a second run: apt is skipped when every package is installed, pip
 # when the venv's stamp matches the sha256 of scripts/requirements-test.txt.
 #
@@ -20,6 +21,8 @@ APT_PACKAGES=(
     build-essential cmake ninja-build pkg-config clang-format python3-venv
     libpq-dev libcurl4-openssl-dev libssl-dev libjansson-dev libzstd-dev libsnappy-dev
     zlib1g-dev libsqlite3-dev libmicrohttpd-dev liblz4-dev
+    # curl and openssl commands: the object-storage test harnesses (tests/harness)
+    curl openssl
     # Debian 12 ships the contrib modules inside postgresql-15 (it provides the virtual
     # postgresql-contrib-15); postgresql-contrib is the real package that pulls them in.
     postgresql-15 postgresql-contrib
@@ -124,5 +127,7 @@ EOF
 
 install_apt
 install_venv
+# Object-storage test services (versitygw, fake-gcs-server), go-installed into $CACHE_DIR/bin.
+bash scripts/services.sh
 say "done; venv python: $VENV/bin/python"
 echo "$VENV/bin/python"
