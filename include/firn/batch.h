@@ -49,7 +49,18 @@ struct firn_field {
     int32_t length;    /* fixed only: bytes */
     size_t n_children; /* struct: fields; list: 1; map: 2 */
     firn_field **children;
+    uint8_t meta; /* FIRN_META_*: a top-level column firn_batch_end_row fills; 0 = data */
 };
+
+/** Metadata columns the engine adds to every table (README "Metadata columns"). A top-level
+ * field with one of these kinds in `meta` is filled by firn_batch_end_row, never by sources. */
+typedef enum firn_meta_kind {
+    FIRN_META_NONE = 0,
+    FIRN_META_OP = 1,        /* string: "r", "c", "u" or "d" (firn_op) */
+    FIRN_META_LSN = 2,       /* long: source position (PostgreSQL LSN as an integer) */
+    FIRN_META_COMMIT_TS = 3, /* timestamptz: source commit time; null for snapshot reads */
+    FIRN_META_INGEST_TS = 4, /* timestamptz: when firn read the change */
+} firn_meta_kind;
 
 /** Returns a new owned field (name copied). Free with firn_field_free. */
 firn_field *firn_field_new(int32_t id, const char *name, firn_type type, bool required);
@@ -104,14 +115,19 @@ size_t firn_batch_rows(const firn_batch *b);
 size_t firn_batch_columns(const firn_batch *b);
 /** Top-level column i (borrowed; valid for the batch's lifetime). */
 firn_column *firn_batch_column(firn_batch *b, size_t i);
-/** Completes a row after one value was appended to every top-level column: records its
- * operation and source position (PostgreSQL: commit LSN). FIRN_ERR_INTERNAL (with a message
+/** Completes a row after one value was appended to every top-level data column: records its
+ * operation and source position (PostgreSQL: commit LSN) and fills the metadata columns (fields
+ * with `meta` set) from them and from firn_batch_set_times. FIRN_ERR_INTERNAL (with a message
  * naming the column) when a column's length does not equal the new row count. */
 FIRN_MUST_CHECK firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *err);
 /** Completes n rows at once, all with operation op and position lsn, after n values were
  * appended to every top-level column. Errors as firn_batch_end_row. */
 FIRN_MUST_CHECK firn_rc
 firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, firn_err *err);
+/** Sets the times metadata columns receive from the next firn_batch_end_row on: commit_ts_us
+ * (microseconds since epoch; INT64_MIN = null) and ingest_ts_us (INT64_MIN = the wall clock at
+ * the first row after this call or after a reset). */
+void firn_batch_set_times(firn_batch *b, int64_t commit_ts_us, int64_t ingest_ts_us);
 /** Operation of row i (i < rows). */
 firn_op firn_batch_op(const firn_batch *b, size_t i);
 /** Source position of row i. */

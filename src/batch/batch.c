@@ -34,6 +34,10 @@ struct firn_batch {
     size_t rows_cap;
     uint8_t *ops;
     uint64_t *lsns;
+    int64_t commit_ts_us; /* INT64_MIN: null */
+    int64_t ingest_ts_us; /* INT64_MIN: take the clock at the next row */
+    int64_t ingest_now_us;
+    bool has_meta;
 };
 
 static bool has_offsets(const firn_field *f)
@@ -378,8 +382,13 @@ firn_batch *firn_batch_new(const firn_field *schema)
     b->schema = schema;
     b->n_columns = schema->n_children;
     b->columns = firn_calloc(b->n_columns ? b->n_columns : 1, sizeof(*b->columns));
-    for (size_t i = 0; i < b->n_columns; i++)
+    for (size_t i = 0; i < b->n_columns; i++) {
         b->columns[i] = column_new(schema->children[i]);
+        b->has_meta |= schema->children[i]->meta != FIRN_META_NONE;
+    }
+    b->commit_ts_us = INT64_MIN;
+    b->ingest_ts_us = INT64_MIN;
+    b->ingest_now_us = INT64_MIN;
     return b;
 }
 
@@ -400,6 +409,56 @@ void firn_batch_reset(firn_batch *b)
     for (size_t i = 0; i < b->n_columns; i++)
         column_reset(b->columns[i]);
     b->rows = 0;
+    b->ingest_now_us = INT64_MIN;
+}
+
+void firn_batch_set_times(firn_batch *b, int64_t commit_ts_us, int64_t ingest_ts_us)
+{
+    b->commit_ts_us = commit_ts_us;
+    b->ingest_ts_us = ingest_ts_us;
+    b->ingest_now_us = INT64_MIN;
+}
+
+static void append_time(firn_column *c, int64_t us)
+{
+    if (us == INT64_MIN)
+        firn_column_append_null(c);
+    else
+        firn_column_append_i64(c, us);
+}
+
+/* Appends the metadata values of the row being completed to the columns that lack them. */
+static void fill_meta(firn_batch *b, firn_op op, uint64_t lsn)
+{
+    for (size_t i = 0; i < b->n_columns; i++) {
+        firn_column *c = b->columns[i];
+        if (c->field->meta == FIRN_META_NONE || c->length != b->rows)
+            continue;
+        switch ((firn_meta_kind)c->field->meta) {
+        case FIRN_META_OP: {
+            char code = (char)op;
+            firn_column_append_bytes(c, &code, 1);
+            break;
+        }
+        case FIRN_META_LSN:
+            firn_column_append_i64(c, (int64_t)lsn);
+            break;
+        case FIRN_META_COMMIT_TS:
+            append_time(c, b->commit_ts_us);
+            break;
+        case FIRN_META_INGEST_TS:
+            if (b->ingest_ts_us != INT64_MIN) {
+                append_time(c, b->ingest_ts_us);
+                break;
+            }
+            if (b->ingest_now_us == INT64_MIN)
+                b->ingest_now_us = firn_now_us();
+            append_time(c, b->ingest_now_us);
+            break;
+        case FIRN_META_NONE:
+            break;
+        }
+    }
 }
 
 const firn_field *firn_batch_schema(const firn_batch *b)
@@ -425,6 +484,8 @@ firn_column *firn_batch_column(firn_batch *b, size_t i)
 
 firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *err)
 {
+    if (b->has_meta)
+        fill_meta(b, op, lsn);
     for (size_t i = 0; i < b->n_columns; i++) {
         if (b->columns[i]->length != b->rows + 1)
             return firn_err_set(err, FIRN_ERR_INTERNAL,

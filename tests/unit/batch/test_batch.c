@@ -198,7 +198,54 @@ T_TEST(append_rows_and_keys)
     firn_field_free(schema);
 }
 
+T_TEST(metadata_columns_filled_by_end_row)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "id", FIRN_TYPE_LONG, true));
+    firn_field *op = firn_field_new(2, "_firn_op", FIRN_TYPE_STRING, false);
+    op->meta = FIRN_META_OP;
+    firn_field_add(s, op);
+    firn_field *lsn = firn_field_new(3, "_firn_lsn", FIRN_TYPE_LONG, false);
+    lsn->meta = FIRN_META_LSN;
+    firn_field_add(s, lsn);
+    firn_field *cts = firn_field_new(4, "_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, false);
+    cts->meta = FIRN_META_COMMIT_TS;
+    firn_field_add(s, cts);
+    firn_field *its = firn_field_new(5, "_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, false);
+    its->meta = FIRN_META_INGEST_TS;
+    firn_field_add(s, its);
+    firn_batch *b = firn_batch_new(s);
+    firn_err err = {0};
+    int64_t before = firn_now_us();
+    firn_column_append_i64(firn_batch_column(b, 0), 7);
+    T_OK_ERR(firn_batch_end_row(b, FIRN_OP_READ, 100, &err), &err);
+    firn_batch_set_times(b, 1700000000000000LL, 1800000000000000LL);
+    firn_column_append_i64(firn_batch_column(b, 0), 8);
+    T_OK_ERR(firn_batch_end_row(b, FIRN_OP_DELETE, 200, &err), &err);
+    firn_column *opc = firn_batch_column(b, 1);
+    T_EQ_MEM(firn_column_data(opc), "rd", 2);
+    const int64_t *lsns = firn_column_values(firn_batch_column(b, 2));
+    T_EQ_INT(lsns[0], 100);
+    T_EQ_INT(lsns[1], 200);
+    firn_column *cc = firn_batch_column(b, 3);
+    T_FALSE(firn_column_is_valid(cc, 0));
+    T_EQ_INT(((const int64_t *)firn_column_values(cc))[1], 1700000000000000LL);
+    const int64_t *ing = firn_column_values(firn_batch_column(b, 4));
+    T_TRUE(ing[0] >= before && ing[0] <= firn_now_us());
+    T_EQ_INT(ing[1], 1800000000000000LL);
+    /* Gathered rows keep their metadata values. */
+    firn_batch *c = firn_batch_new(s);
+    static const uint32_t pick[] = {1};
+    firn_batch_append_rows(c, b, pick, 1);
+    T_EQ_MEM(firn_column_data(firn_batch_column(c, 1)), "d", 1);
+    T_EQ_INT(((const int64_t *)firn_column_values(firn_batch_column(c, 2)))[0], 200);
+    firn_batch_free(c);
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
 T_MAIN(T_CASE(flat_and_nested_rows),
+       T_CASE(metadata_columns_filled_by_end_row),
        T_CASE(append_rows_and_keys),
        T_CASE(end_row_checks_lengths),
        T_CASE(many_rows_validity_growth),
