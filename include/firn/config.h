@@ -134,19 +134,19 @@ typedef enum firn_reader {
 } firn_reader;
 
 /** Iceberg partition transform. */
-typedef enum firn_transform {
-    FIRN_TRANSFORM_IDENTITY = 0,
-    FIRN_TRANSFORM_YEAR,
-    FIRN_TRANSFORM_MONTH,
-    FIRN_TRANSFORM_DAY,
-    FIRN_TRANSFORM_HOUR,
-    FIRN_TRANSFORM_BUCKET,   /* param = number of buckets */
-    FIRN_TRANSFORM_TRUNCATE, /* param = width */
-    FIRN_TRANSFORM_VOID,
-} firn_transform;
+typedef enum firn_cfg_transform {
+    FIRN_CFG_TRANSFORM_IDENTITY = 0,
+    FIRN_CFG_TRANSFORM_YEAR,
+    FIRN_CFG_TRANSFORM_MONTH,
+    FIRN_CFG_TRANSFORM_DAY,
+    FIRN_CFG_TRANSFORM_HOUR,
+    FIRN_CFG_TRANSFORM_BUCKET,   /* param = number of buckets */
+    FIRN_CFG_TRANSFORM_TRUNCATE, /* param = width */
+    FIRN_CFG_TRANSFORM_VOID,
+} firn_cfg_transform;
 
 /** Returns the Iceberg spelling of t ("bucket"); static storage. */
-const char *firn_transform_name(firn_transform t);
+const char *firn_cfg_transform_name(firn_cfg_transform t);
 
 /* ------------------------------------------------------------------------------------------------
  * source.json (OLake: the driver's config.json)
@@ -260,11 +260,11 @@ typedef struct firn_destination_config {
 
 /** One partition field: transform(column[, param]). column may be "now()" (OLake's writer
  * clock pseudo-column). */
-typedef struct firn_partition_field {
+typedef struct firn_cfg_partition {
     char *column;
-    firn_transform transform;
+    firn_cfg_transform transform;
     int64_t param; /* bucket count or truncate width, else 0 */
-} firn_partition_field;
+} firn_cfg_partition;
 
 /** One source table and what to do with it, merged from "streams" and "selected_streams" and
  * completed with the defaults of the other files by firn_config_load. */
@@ -280,7 +280,7 @@ typedef struct firn_stream_config {
     bool append_mode;                /* every change as a new row (no upsert) */
     firn_strlist columns;            /* selected columns; empty = all */
     bool sync_new_columns;           /* columns added later are synced too (default true) */
-    firn_partition_field *partition;
+    firn_cfg_partition *partition;
     size_t partition_count;
     char *target_namespace;    /* resolved: explicit, else the destination's pattern */
     char *target_table;        /* resolved: explicit, else name */

@@ -165,7 +165,7 @@ firn__cfg_state_extra(cfg_ctx *ctx, const char *key, const json_t *v, void *base
 
 /** Parses one partition expression ("day(created_at)", "bucket(16, id)", "region") into f. */
 FIRN_MUST_CHECK firn_rc firn__cfg_parse_partition_expr(const char *text,
-                                                       firn_partition_field *f,
+                                                       firn_cfg_partition *f,
                                                        char *why,
                                                        size_t why_cap);
 

@@ -101,7 +101,7 @@ firn_rc firn__cfg_bind_catalog_streams(cfg_ctx *ctx, const json_t *v, void *base
 static const char *const transform_names[] = {"identity", "year",   "month",    "day",
                                               "hour",     "bucket", "truncate", "void"};
 
-const char *firn_transform_name(firn_transform t)
+const char *firn_cfg_transform_name(firn_cfg_transform t)
 {
     if ((size_t)t < sizeof(transform_names) / sizeof(transform_names[0]))
         return transform_names[t];
@@ -118,11 +118,11 @@ static void trim(const char **p, size_t *len)
         (*len)--;
 }
 
-static bool lookup_transform(const char *p, size_t len, firn_transform *out)
+static bool lookup_transform(const char *p, size_t len, firn_cfg_transform *out)
 {
     for (size_t i = 0; i < sizeof(transform_names) / sizeof(transform_names[0]); i++) {
         if (strlen(transform_names[i]) == len && memcmp(transform_names[i], p, len) == 0) {
-            *out = (firn_transform)i;
+            *out = (firn_cfg_transform)i;
             return true;
         }
     }
@@ -149,7 +149,7 @@ static bool valid_column(const char *p, size_t len)
 
 /* transform(col), transform(n, col) or a bare column (identity). */
 firn_rc
-firn__cfg_parse_partition_expr(const char *text, firn_partition_field *f, char *why, size_t why_cap)
+firn__cfg_parse_partition_expr(const char *text, firn_cfg_partition *f, char *why, size_t why_cap)
 {
     const char *p = text;
     size_t len = strlen(text);
@@ -180,7 +180,7 @@ firn__cfg_parse_partition_expr(const char *text, firn_partition_field *f, char *
     size_t args_len = (size_t)(p + len - 1 - args);
     const char *comma = memchr(args, ',', args_len);
     bool wants_param =
-        f->transform == FIRN_TRANSFORM_BUCKET || f->transform == FIRN_TRANSFORM_TRUNCATE;
+        f->transform == FIRN_CFG_TRANSFORM_BUCKET || f->transform == FIRN_CFG_TRANSFORM_TRUNCATE;
     if (wants_param != (comma != NULL)) {
         snprintf(why, why_cap,
                  wants_param ? "%s needs a width: %s(N, column)"
@@ -207,7 +207,7 @@ firn__cfg_parse_partition_expr(const char *text, firn_partition_field *f, char *
 
 /* OLake: "/{created_at, day}/{id, bucket[16]}". */
 static firn_rc
-parse_olake_group(const char *p, size_t len, firn_partition_field *f, char *why, size_t why_cap)
+parse_olake_group(const char *p, size_t len, firn_cfg_partition *f, char *why, size_t why_cap)
 {
     memset(f, 0, sizeof(*f));
     const char *comma = memchr(p, ',', len);
@@ -229,8 +229,8 @@ parse_olake_group(const char *p, size_t len, firn_partition_field *f, char *why,
                      (int)(name_len > 32 ? 32 : name_len), t);
             return FIRN_ERR_PARSE;
         }
-        bool wants =
-            f->transform == FIRN_TRANSFORM_BUCKET || f->transform == FIRN_TRANSFORM_TRUNCATE;
+        bool wants = f->transform == FIRN_CFG_TRANSFORM_BUCKET ||
+                     f->transform == FIRN_CFG_TRANSFORM_TRUNCATE;
         if (wants != (br != NULL) ||
             (br &&
              (t[t_len - 1] != ']' || !parse_param(br + 1, t_len - name_len - 2, &f->param)))) {
@@ -242,7 +242,7 @@ parse_olake_group(const char *p, size_t len, firn_partition_field *f, char *why,
     return FIRN_OK;
 }
 
-static void partition_push(firn_stream_config *st, const firn_partition_field *f)
+static void partition_push(firn_stream_config *st, const firn_cfg_partition *f)
 {
     st->partition =
         firn_reallocarray(st->partition, st->partition_count + 1, sizeof(*st->partition));
@@ -263,7 +263,7 @@ bind_olake_regex(cfg_ctx *ctx, const char *text, firn_stream_config *st, firn_er
         if (*p != '{' || !close)
             return firn__cfg_fail(ctx, err, "\"%s\": expected \"/{column, transform}\"",
                                   firn__cfg_path(ctx));
-        firn_partition_field f;
+        firn_cfg_partition f;
         if (parse_olake_group(p + 1, (size_t)(close - p - 1), &f, why, sizeof(why)))
             return firn__cfg_fail(ctx, err, "\"%s\": %s", firn__cfg_path(ctx), why);
         partition_push(st, &f);
@@ -292,7 +292,7 @@ firn_rc firn__cfg_bind_partition(cfg_ctx *ctx, const json_t *v, void *base, firn
         size_t old = firn__cfg_path_index(ctx, i);
         firn_rc rc = FIRN_OK;
         char why[96];
-        firn_partition_field f;
+        firn_cfg_partition f;
         if (!json_is_string(item))
             rc = firn__cfg_fail(ctx, err, "\"%s\" must be a string", firn__cfg_path(ctx));
         else if (firn__cfg_parse_partition_expr(json_string_value(item), &f, why, sizeof(why)))
@@ -436,14 +436,14 @@ static json_t *partition_json(const firn_stream_config *st)
     json_t *a = json_array();
     char buf[300];
     for (size_t i = 0; i < st->partition_count; i++) {
-        const firn_partition_field *f = &st->partition[i];
-        if (f->transform == FIRN_TRANSFORM_IDENTITY)
+        const firn_cfg_partition *f = &st->partition[i];
+        if (f->transform == FIRN_CFG_TRANSFORM_IDENTITY)
             snprintf(buf, sizeof(buf), "%s", f->column);
         else if (f->param)
-            snprintf(buf, sizeof(buf), "%s(%lld, %s)", firn_transform_name(f->transform),
+            snprintf(buf, sizeof(buf), "%s(%lld, %s)", firn_cfg_transform_name(f->transform),
                      (long long)f->param, f->column);
         else
-            snprintf(buf, sizeof(buf), "%s(%s)", firn_transform_name(f->transform), f->column);
+            snprintf(buf, sizeof(buf), "%s(%s)", firn_cfg_transform_name(f->transform), f->column);
         json_array_append_new(a, json_string(buf));
     }
     return a;

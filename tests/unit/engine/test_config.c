@@ -90,8 +90,8 @@ T_TEST(olake_files_load)
     T_EQ_INT(o->sync_mode, FIRN_SYNC_FULL_REFRESH_CDC); /* OLake "cdc" */
     T_EQ_UINT(o->partition_count, 2);
     T_EQ_STR(o->partition[0].column, "created_at");
-    T_EQ_INT(o->partition[0].transform, FIRN_TRANSFORM_DAY);
-    T_EQ_INT(o->partition[1].transform, FIRN_TRANSFORM_BUCKET);
+    T_EQ_INT(o->partition[0].transform, FIRN_CFG_TRANSFORM_DAY);
+    T_EQ_INT(o->partition[1].transform, FIRN_CFG_TRANSFORM_BUCKET);
     T_EQ_INT(o->partition[1].param, 16);
     T_EQ_UINT(o->columns.count, 3);
     T_FALSE(o->sync_new_columns);
