@@ -12,15 +12,6 @@
 
 typedef struct firn_catalog firn_catalog;
 
-/** An owned list of strings (namespace or table names). */
-typedef struct firn_strlist {
-    size_t n;
-    char **items;
-} firn_strlist;
-
-/** Frees the items and empties l (NULL accepted). */
-void firn_strlist_deinit(firn_strlist *l);
-
 /** A loaded table: its metadata and the location of the metadata file it was read from. */
 typedef struct firn_catalog_table {
     firn_table_metadata *metadata; /* owned */

@@ -19,12 +19,6 @@
  * means "not given".
  * ----------------------------------------------------------------------------------------------*/
 
-/** A list of owned strings. */
-typedef struct firn_strlist {
-    char **items;
-    size_t count;
-} firn_strlist;
-
 /** One key/value pair of owned strings. */
 typedef struct firn_kv {
     char *key;
@@ -37,12 +31,6 @@ typedef struct firn_kvlist {
     size_t count;
 } firn_kvlist;
 
-/** Appends an owned copy of s to l. */
-void firn_strlist_push(firn_strlist *l, const char *s);
-/** True when l holds a string equal to s. */
-bool firn_strlist_contains(const firn_strlist *l, const char *s);
-/** Frees the strings and the array; l is empty afterwards. NULL accepted. */
-void firn_strlist_clear(firn_strlist *l);
 /** Returns the value of key in l, or NULL. */
 const char *firn_kvlist_get(const firn_kvlist *l, const char *key);
 

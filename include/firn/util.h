@@ -294,6 +294,25 @@ void firn_uuid_v4(uint8_t out[16]);
 void firn_uuid_format(const uint8_t uuid[16], char out[37]);
 
 /* ------------------------------------------------------------------------------------------------
+ * String lists
+ * ----------------------------------------------------------------------------------------------*/
+
+/** A growable list of owned NUL-terminated strings. Zero-initialize to get an empty list. */
+typedef struct firn_strlist {
+    char **items;
+    size_t count;
+} firn_strlist;
+
+/** Appends an owned copy of s to l. */
+void firn_strlist_push(firn_strlist *l, const char *s);
+/** True when l holds a string equal to s. */
+bool firn_strlist_contains(const firn_strlist *l, const char *s);
+/** Frees the strings and the array; l is empty afterwards. NULL accepted. */
+void firn_strlist_clear(firn_strlist *l);
+/** Same as firn_strlist_clear (the embedded-object naming of STYLE.md §5). */
+void firn_strlist_deinit(firn_strlist *l);
+
+/* ------------------------------------------------------------------------------------------------
  * Logging (STYLE.md §7): one logfmt (or JSON) line per event on stderr. Codec modules never log.
  * ----------------------------------------------------------------------------------------------*/
 

@@ -4,17 +4,6 @@
 
 #include <string.h>
 
-void firn_strlist_deinit(firn_strlist *l)
-{
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->n; i++)
-        firn_free(l->items[i]);
-    firn_free(l->items);
-    l->items = NULL;
-    l->n = 0;
-}
-
 void firn_catalog_table_deinit(firn_catalog_table *t)
 {
     if (!t)

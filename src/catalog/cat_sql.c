@@ -116,8 +116,8 @@ static firn_rc db_strings(sql_catalog *c,
     int src;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
         const unsigned char *v = sqlite3_column_text(st, 0);
-        out->items = firn_reallocarray(out->items, out->n + 1, sizeof(*out->items));
-        out->items[out->n++] = firn_strdup(v ? (const char *)v : "");
+        out->items = firn_reallocarray(out->items, out->count + 1, sizeof(*out->items));
+        out->items[out->count++] = firn_strdup(v ? (const char *)v : "");
     }
     sqlite3_finalize(st);
     return src == SQLITE_DONE ? FIRN_OK : db_fail(c, src, "read", err);
@@ -168,7 +168,7 @@ static firn_rc sql_namespace_exists(firn_catalog *base, const char *ns, bool *ou
                             "catalog_name = ?1 AND (namespace = ?2 OR namespace LIKE ?3 "
                             "ESCAPE '!'))",
                             args, 3, &rows, err);
-    *out = !rc && rows.n == 1 && strcmp(rows.items[0], "1") == 0;
+    *out = !rc && rows.count == 1 && strcmp(rows.items[0], "1") == 0;
     firn_strlist_deinit(&rows);
     firn_free(pat);
     return rc;
@@ -253,21 +253,21 @@ sql_list_namespaces(firn_catalog *base, const char *parent, firn_strlist *out, f
     for (const char *p = parent; p && *p; p++)
         levels += *p == '.';
     levels += parent ? 1 : 0;
-    for (size_t i = 0; i < all.n; i++) {
+    for (size_t i = 0; i < all.count; i++) {
         char *child = child_at(all.items[i], parent, levels);
         bool dup = false;
-        for (size_t j = 0; child && j < out->n && !dup; j++)
+        for (size_t j = 0; child && j < out->count && !dup; j++)
             dup = strcmp(out->items[j], child) == 0;
         if (!child || dup) {
             firn_free(child);
             continue;
         }
-        out->items = firn_reallocarray(out->items, out->n + 1, sizeof(*out->items));
-        out->items[out->n++] = child;
+        out->items = firn_reallocarray(out->items, out->count + 1, sizeof(*out->items));
+        out->items[out->count++] = child;
     }
     firn_strlist_deinit(&all);
-    if (out->n > 1)
-        qsort(out->items, out->n, sizeof(*out->items), cmp_str);
+    if (out->count > 1)
+        qsort(out->items, out->count, sizeof(*out->items), cmp_str);
     return FIRN_OK;
 }
 
@@ -337,9 +337,9 @@ static firn_rc sql_drop_namespace(firn_catalog *base, const char *ns, firn_err *
     firn_strlist tables = {0};
     FIRN_TRY(db_begin(c, err));
     firn_rc rc = sql_list_tables(base, ns, &tables, err);
-    if (!rc && tables.n > 0)
+    if (!rc && tables.count > 0)
         rc = firn_err_set(err, FIRN_ERR_INVALID,
-                          "cannot drop namespace \"%s\": it contains %zu tables", ns, tables.n);
+                          "cannot drop namespace \"%s\": it contains %zu tables", ns, tables.count);
     firn_strlist_deinit(&tables);
     const char *args[] = {c->name, ns};
     if (!rc)
@@ -367,10 +367,10 @@ current_location(sql_catalog *c, const char *ns, const char *name, char **out, f
     const char *args[] = {c->name, ns, name};
     firn_strlist rows = {0};
     FIRN_TRY(db_strings(c, sql, args, 3, &rows, err));
-    if (rows.n == 1 && rows.items[0][0] != '\0') {
+    if (rows.count == 1 && rows.items[0][0] != '\0') {
         *out = rows.items[0];
         rows.items[0] = NULL;
-        rows.n = 0;
+        rows.count = 0;
     }
     firn_strlist_deinit(&rows);
     return FIRN_OK;
@@ -718,7 +718,7 @@ static firn_rc init_schema(sql_catalog *c, firn_err *err)
 
 firn_rc firn_catalog_sql_open(const firn_catalog_sql_opts *opts, firn_catalog **out, firn_err *err)
 {
-    const char *path;
+    const char *path = NULL;
     *out = NULL;
     FIRN_TRY(db_path(opts->uri, &path, err));
     sql_catalog *c = firn_calloc(1, sizeof(*c));

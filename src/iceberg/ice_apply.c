@@ -145,7 +145,7 @@ resolve_id(int32_t id, int32_t last_added, const char *what, int32_t *out, firn_
 
 static firn_rc set_current_schema(apply_state *st, const firn_table_update *u, firn_err *err)
 {
-    int32_t id;
+    int32_t id = 0;
     FIRN_TRY(resolve_id(u->id, st->last_added_schema, "schema", &id, err));
     if (!firn_table_metadata_schema_by_id(st->md, id))
         return firn_err_set(err, FIRN_ERR_INVALID, "cannot set current schema to unknown id %d",
@@ -183,7 +183,7 @@ static firn_rc add_spec(apply_state *st, const firn_table_update *u, firn_err *e
 
 static firn_rc set_default_spec(apply_state *st, const firn_table_update *u, firn_err *err)
 {
-    int32_t id;
+    int32_t id = 0;
     FIRN_TRY(resolve_id(u->id, st->last_added_spec, "partition spec", &id, err));
     st->md->default_spec_id = id;
     if (!firn_table_metadata_spec(st->md))
@@ -214,7 +214,7 @@ static firn_rc add_sort_order(apply_state *st, const firn_table_update *u)
 
 static firn_rc set_default_sort_order(apply_state *st, const firn_table_update *u, firn_err *err)
 {
-    int32_t id;
+    int32_t id = 0;
     FIRN_TRY(resolve_id(u->id, st->last_added_order, "sort order", &id, err));
     for (size_t i = 0; i < st->md->n_sort_orders; i++) {
         if (st->md->sort_orders[i]->order_id == id) {

@@ -197,7 +197,7 @@ firn_rc firn__ice_get_i64(
 firn_rc firn__ice_get_i32(
     const json_t *obj, const char *key, bool required, int32_t dflt, int32_t *out, firn_err *err)
 {
-    int64_t v;
+    int64_t v = 0;
     FIRN_TRY(firn__ice_get_i64(obj, key, required, dflt, &v, err));
     if (v < INT32_MIN || v > INT32_MAX)
         return firn_err_set(err, FIRN_ERR_PARSE, "member \"%s\" is out of range: %lld", key,

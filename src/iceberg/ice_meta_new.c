@@ -164,7 +164,7 @@ firn_table_metadata_new(const firn_table_create *opts, firn_table_metadata **out
     *out = NULL;
     if (!opts->schema || !opts->location || opts->location[0] == '\0')
         return firn_err_set(err, FIRN_ERR_INVALID, "a new table needs a schema and a location");
-    int fv;
+    int fv = 2;
     FIRN_TRY(format_version_of(opts, &fv, err));
     int32_t *map = NULL;
     size_t n_map = 0;

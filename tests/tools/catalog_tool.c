@@ -60,7 +60,7 @@ static void kv_args(int argc, char **argv, firn_props *props)
 static void print_list(const firn_strlist *l)
 {
     printf("[");
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->count; i++)
         printf("%s\"%s\"", i ? "," : "", l->items[i]);
     printf("]\n");
 }

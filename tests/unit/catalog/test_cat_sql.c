@@ -47,12 +47,12 @@ T_TEST(namespaces_and_tables)
     T_EQ_INT(firn_catalog_create_namespace(c, "z", NULL, &err), FIRN_ERR_EXISTS);
     firn_strlist l;
     T_OK_ERR(firn_catalog_list_namespaces(c, NULL, &l, &err), &err);
-    T_EQ_INT(l.n, 2);
+    T_EQ_INT(l.count, 2);
     T_EQ_STR(l.items[0], "a");
     T_EQ_STR(l.items[1], "z");
     firn_strlist_deinit(&l);
     T_OK_ERR(firn_catalog_list_namespaces(c, "a", &l, &err), &err);
-    T_EQ_INT(l.n, 1);
+    T_EQ_INT(l.count, 1);
     T_EQ_STR(l.items[0], "a.b");
     firn_strlist_deinit(&l);
     bool exists;
@@ -75,7 +75,7 @@ T_TEST(namespaces_and_tables)
     firn_catalog_table_deinit(&t);
     T_EQ_INT(firn_catalog_create_table(c, "a.b", "t", &opts, &t, &err), FIRN_ERR_EXISTS);
     T_OK_ERR(firn_catalog_list_tables(c, "a.b", &l, &err), &err);
-    T_EQ_INT(l.n, 1);
+    T_EQ_INT(l.count, 1);
     firn_strlist_deinit(&l);
     T_EQ_INT(firn_catalog_drop_namespace(c, "a.b", &err), FIRN_ERR_INVALID);
     T_OK_ERR(firn_catalog_drop_table(c, "a.b", "t", &err), &err);
