@@ -428,11 +428,11 @@ static void append_time(firn_column *c, int64_t us)
 }
 
 /* Appends the metadata values of the row being completed to the columns that lack them. */
-static void fill_meta(firn_batch *b, firn_op op, uint64_t lsn)
+static void fill_meta(firn_batch *b, firn_op op, uint64_t lsn, size_t at)
 {
     for (size_t i = 0; i < b->n_columns; i++) {
         firn_column *c = b->columns[i];
-        if (c->field->meta == FIRN_META_NONE || c->length != b->rows)
+        if (c->field->meta == FIRN_META_NONE || c->length != at)
             continue;
         switch ((firn_meta_kind)c->field->meta) {
         case FIRN_META_OP: {
@@ -485,7 +485,7 @@ firn_column *firn_batch_column(firn_batch *b, size_t i)
 firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *err)
 {
     if (b->has_meta)
-        fill_meta(b, op, lsn);
+        fill_meta(b, op, lsn, b->rows);
     for (size_t i = 0; i < b->n_columns; i++) {
         if (b->columns[i]->length != b->rows + 1)
             return firn_err_set(err, FIRN_ERR_INTERNAL,
@@ -505,6 +505,8 @@ firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *er
 
 firn_rc firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, firn_err *err)
 {
+    for (size_t k = 0; b->has_meta && k < n; k++)
+        fill_meta(b, op, lsn, b->rows + k);
     for (size_t i = 0; i < b->n_columns; i++) {
         if (b->columns[i]->length != b->rows + n)
             return firn_err_set(err, FIRN_ERR_INTERNAL,
