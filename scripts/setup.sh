@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Install what building and testing firn needs on a Debian 12 machine: build tools and -dev
-# libraries, PostgreSQL 15, a Python virtualenv (outside the clone) for the interop tests, and the
-# object-storage test servers (scripts/services.sh).
+# libraries, PostgreSQL 15, Java 17, a Python virtualenv (outside the clone) for the interop tests,
+# the object-storage test servers (scripts/services.sh), and for the Spark interop tests pyspark
+# (scripts/requirements-spark.txt) plus the jars listed in scripts/spark-jars.txt (Iceberg Spark
+# runtime, SQLite JDBC driver) from Maven Central.
 # Idempotent and quick on a second run: apt is skipped when every package is installed, pip
-# when the venv's stamp matches the sha256 of scripts/requirements-test.txt.
+# when the venv's stamps match the sha256 of the requirements files, a jar download when the
+# cached jar's sha256 matches.
 #
-# Environment: FIRN_CACHE (default ~/.cache/firn; the venv is $FIRN_CACHE/venv),
-#              FIRN_PYTHON (interpreter for the venv, default: python3, 3.10 or newer).
+# Environment: FIRN_CACHE (default ~/.cache/firn; the venv is $FIRN_CACHE/venv, the jars are in
+#              $FIRN_CACHE/jars), FIRN_PYTHON (interpreter for the venv, default: python3, 3.10
+#              or newer), FIRN_SKIP_SPARK=1 (skip pyspark and the jars; the tests marked `spark`
+#              then fail, deselect them with -m 'not spark').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,12 +31,19 @@ APT_PACKAGES=(
     # Debian 12 ships the contrib modules inside postgresql-15 (it provides the virtual
     # postgresql-contrib-15); postgresql-contrib is the real package that pulls them in.
     postgresql-15 postgresql-contrib
+    # Spark 3.5 (the Spark interop tests) runs on Java 17.
+    openjdk-17-jre-headless
 )
 
 CACHE_DIR=${FIRN_CACHE:-$HOME/.cache/firn}
 VENV=$CACHE_DIR/venv
 REQS=scripts/requirements-test.txt
 STAMP=$VENV/.firn-requirements.sha256
+SPARK_REQS=scripts/requirements-spark.txt
+SPARK_STAMP=$VENV/.firn-requirements-spark.sha256
+SPARK_JARS=scripts/spark-jars.txt
+JAR_DIR=$CACHE_DIR/jars
+MAVEN_REPO=https://repo1.maven.org/maven2
 
 as_root() {
     if [[ $(id -u) -eq 0 ]]; then
@@ -125,9 +137,67 @@ print(f"setup: duckdb {duckdb.__version__}: iceberg and avro load offline")
 EOF
 }
 
+install_spark_python() {
+    local want
+    want=$(sha256sum "$SPARK_REQS" | cut -d' ' -f1)
+    if [[ -f $SPARK_STAMP && $(cat "$SPARK_STAMP") == "$want" ]]; then
+        say "pyspark: up to date"
+        return
+    fi
+    say "installing python packages from $SPARK_REQS (pyspark is large: a few minutes cold)"
+    rm -f "$SPARK_STAMP"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$SPARK_REQS"
+    echo "$want" >"$SPARK_STAMP"
+}
+
+# fetch_jar COORD SHA256: download group:artifact:version from Maven Central into $JAR_DIR unless
+# a jar with that sha256 is already there; the download is checked before it replaces anything.
+fetch_jar() {
+    local coord=$1 sha=$2 group artifact version url dest tmp
+    IFS=: read -r group artifact version <<<"$coord"
+    [[ -n $group && -n $artifact && -n $version && ${#sha} -eq 64 ]] ||
+        die "bad line in $SPARK_JARS: $coord $sha"
+    dest=$JAR_DIR/$artifact-$version.jar
+    if [[ -f $dest && $(sha256sum "$dest" | cut -d' ' -f1) == "$sha" ]]; then
+        return 1
+    fi
+    url=$MAVEN_REPO/${group//.//}/$artifact/$version/$artifact-$version.jar
+    say "downloading $url"
+    tmp=$(mktemp "$JAR_DIR/.$artifact.XXXXXX")
+    if ! curl -fsSL --retry 3 --retry-delay 2 --connect-timeout 30 -o "$tmp" "$url"; then
+        rm -f "$tmp"
+        die "could not download $url"
+    fi
+    if [[ $(sha256sum "$tmp" | cut -d' ' -f1) != "$sha" ]]; then
+        rm -f "$tmp"
+        die "sha256 mismatch for $url (expected $sha)"
+    fi
+    chmod 0644 "$tmp"
+    mv -f "$tmp" "$dest"
+}
+
+install_spark_jars() {
+    local coord sha rest fetched=0 total=0
+    mkdir -p "$JAR_DIR"
+    while read -r coord sha rest; do
+        [[ -z $coord || $coord == \#* ]] && continue
+        total=$((total + 1))
+        if fetch_jar "$coord" "$sha"; then
+            fetched=$((fetched + 1))
+        fi
+    done <"$SPARK_JARS"
+    say "spark jars: $total in $JAR_DIR ($fetched downloaded)"
+}
+
 install_apt
 install_venv
 # Object-storage test services (versitygw, fake-gcs-server), go-installed into $CACHE_DIR/bin.
 bash scripts/services.sh
+if [[ ${FIRN_SKIP_SPARK:-} == 1 ]]; then
+    say "FIRN_SKIP_SPARK=1: not installing pyspark and the Spark jars"
+else
+    install_spark_python
+    install_spark_jars
+fi
 say "done; venv python: $VENV/bin/python"
 echo "$VENV/bin/python"

@@ -158,3 +158,59 @@ def duck():
     con = duckdb_connect()
     yield con
     con.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark with the Iceberg runtime (tests marked `spark`; see sparkutil.py for the catalog notes).
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "spark: needs Spark with the Iceberg runtime (pyspark and the jars of "
+        "scripts/spark-jars.txt, installed by scripts/setup.sh); starts one JVM per session")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        uses_spark = "spark" in getattr(item, "fixturenames", ())
+        if uses_spark and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """The session's local Spark (one JVM, started on first use, ~10-20 s) as a
+    sparkutil.SparkCatalogs: `spark.session(loc)` is a SparkSession whose Iceberg catalog
+    `loc.name` is the JDBC catalog on the SQLite file `loc.db` with warehouse `loc.warehouse`;
+    `spark.sql(loc, stmt)`, `spark.rows(loc, "ns.t")` (canonical sorted tuples),
+    `spark.commit_equality_deletes(...)`; `spark.base` is the plain SparkSession."""
+    from sparkutil import SparkCatalogs, build_spark_session
+
+    try:
+        session = build_spark_session(tmp_path_factory.mktemp("spark"))
+    except FileNotFoundError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield SparkCatalogs(session)
+    session.stop()
+
+
+@pytest.fixture
+def sql_catalog(tmp_path):
+    """A fresh, empty SQL catalog location for one test: <tmp>/catalog.db, warehouse
+    <tmp>/warehouse, catalog name "firn" (a sparkutil.SqlCatalogLoc; nothing is created yet)."""
+    from sparkutil import SqlCatalogLoc
+
+    (tmp_path / "warehouse").mkdir()
+    return SqlCatalogLoc(tmp_path / "catalog.db", tmp_path / "warehouse", "firn")
+
+
+@pytest.fixture
+def spark_rows(spark):
+    """spark_rows(catalog_db, warehouse, "ns.table", catalog="firn", columns=None, where=None):
+    the table's rows read by Spark through the JDBC catalog, canonical and sorted (catalog_db
+    may also be a SqlCatalogLoc, then warehouse is None)."""
+    from sparkutil import as_loc
+
+    def read(catalog_db, warehouse, table, catalog="firn", columns=None, where=None):
+        return spark.rows(as_loc(catalog_db, warehouse, catalog), table, columns, where)
+
+    return read
