@@ -217,3 +217,4 @@ def test_commits_on_top_of_each_other(spark, sql_catalog):
                              "ORDER BY made_current_at")
     assert [parent for _snap, parent in history] == [None] + [snap for snap, _p in history[:-1]]
     assert len(history) == 4
+
