@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The benchmark harness at its smoke size (bench/suite.py --size smoke): it must run end to end
+in well under a minute and produce a report whose figures are real. Checks, independently of
+the suite's own bookkeeping: the generated tables have the galaxy-io taxi-12mo column types; the
+peer baseline's Iceberg tables (read back with pyiceberg) hold the same values as PostgreSQL;
+firn's figures are either measured or explicitly "not run" with a reason, never invented."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import datagen  # noqa: E402
+from firn_run import table_metadata_location  # noqa: E402
+
+# data-movement/datasets/taxi.go of galaxy-io/benchmarks, as information_schema spells it.
+GALAXY_TRIPS = [
+    ("id", "bigint"), ("vendor_id", "integer"), ("pickup_at", "timestamp without time zone"),
+    ("dropoff_at", "timestamp without time zone"), ("passenger_count", "integer"),
+    ("trip_distance", "numeric(15,2)"), ("ratecode_id", "integer"),
+    ("store_and_fwd_flag", "text"), ("pu_location_id", "integer"),
+    ("do_location_id", "integer"), ("payment_type", "integer"), ("fare_amount", "numeric(15,2)"),
+    ("extra", "numeric(15,2)"), ("mta_tax", "numeric(15,2)"), ("tip_amount", "numeric(15,2)"),
+    ("tolls_amount", "numeric(15,2)"), ("improvement_surcharge", "numeric(15,2)"),
+    ("total_amount", "numeric(15,2)"), ("congestion_surcharge", "numeric(15,2)"),
+    ("airport_fee", "numeric(15,2)"),
+]
+GALAXY_FHV = [
+    ("id", "bigint"), ("dispatching_base_num", "text"),
+    ("pickup_at", "timestamp without time zone"), ("dropoff_at", "timestamp without time zone"),
+    ("pu_location_id", "integer"), ("do_location_id", "integer"), ("sr_flag", "integer"),
+    ("affiliated_base_number", "text"),
+]
+
+
+def _columns(conn, table: str) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT column_name, data_type, numeric_precision, numeric_scale FROM "
+        "information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+        (table,)).fetchall()
+    return [(n, f"numeric({p},{s})" if t == "numeric" else t) for n, t, p, s in rows]
+
+
+@pytest.fixture(scope="module")
+def smoke(pg, tmp_path_factory):
+    """Run the suite once at smoke size against the session cluster; yield (report, workdir)."""
+    wd = tmp_path_factory.mktemp("bench")
+    out = wd / "report.json"
+    env = dict(os.environ)
+    cmd = [sys.executable, str(REPO / "bench" / "suite.py"), "--size", "smoke", "--uri", pg.uri,
+           "--out", str(out), "--workdir", str(wd / "scratch")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text()), wd / "scratch", proc.stdout
+
+
+def test_generated_tables_match_galaxy_schema(smoke, pg):
+    with pg.connect(dbname="bench") as conn:
+        assert _columns(conn, "trips") == GALAXY_TRIPS
+        assert _columns(conn, "fhv_trips") == GALAXY_FHV
+        assert len(_columns(conn, "wide")) >= 101
+        # Primary keys on id, like the galaxy tables.
+        for t in ("trips", "fhv_trips", "narrow", "wide"):
+            key = conn.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
+                "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass "
+                "AND i.indisprimary", (t,)).fetchall()
+            assert key == [("id",)], t
+        # Realistic shape, not constants: money adds up, trips end after they start, several
+        # vendors and zones, most fhv trips from the two high-volume bases.
+        bad, vendors, zones = conn.execute(
+            "SELECT count(*) FILTER (WHERE total_amount <> fare_amount + extra + mta_tax + "
+            "tip_amount + tolls_amount + improvement_surcharge + congestion_surcharge + "
+            "airport_fee OR dropoff_at <= pickup_at), count(DISTINCT vendor_id), "
+            "count(DISTINCT pu_location_id) FROM trips WHERE id <= %s",
+            (datagen_rows(smoke, "trips"),)).fetchone()
+        assert bad == 0 and vendors >= 2 and zones >= 50
+        hv, = conn.execute("SELECT avg((dispatching_base_num IN ('B03404', 'B03406'))::int) "
+                           "FROM fhv_trips").fetchone()
+        assert Decimal("0.85") < hv < Decimal("1")
+
+
+def datagen_rows(smoke, table: str) -> int:
+    return smoke[0]["generate"][table]["rows"]
+
+
+def test_report_shape_and_honesty(smoke):
+    rep, _, stdout = smoke
+    assert rep["size"] == "smoke"
+    for t in datagen.TABLES:
+        assert rep["generate"][t]["rows"] == rep["sizes"][t]
+        assert rep["generate"][t]["rows_per_s"] > 0
+    for name, e in rep["backfill"].items():
+        assert e["raw_copy"]["wall_s"] > 0, name
+        firn = e["firn"]
+        if rep["firn"]["available"]:
+            assert firn["status"] in ("ok", "failed", "wrong row count"), firn
+        else:
+            assert firn == {"status": "not run", "reason": rep["firn"]["reason"]}
+            assert "firn sync unavailable" in firn["reason"]
+    peer = rep["backfill"]["taxi"]["peer"]
+    assert peer["status"] == "ok", peer
+    assert peer["output"]["rows"] == rep["backfill"]["taxi"]["rows"]
+    assert peer["cpu_s"] > 0 and peer["peak_rss_mb"] > 10
+    cdc = rep["cdc"]
+    assert cdc["changes"] == cdc["inserts"] + cdc["updates"] + cdc["deletes"] > 0
+    assert cdc["raw_drain"]["changes_per_s"] > 0
+    assert cdc["peer"]["status"] == "ok", cdc["peer"]
+    assert cdc["peer"]["values"]["match"]
+    live = rep["live"]["peer"]
+    assert live["latency"]["probes"] > 0 and live["latency"]["seen"] == live["latency"]["probes"]
+    assert 0 < live["latency"]["p50_s"] <= live["latency"]["p99_s"]
+    assert live["files"]["commits"] > 0
+    if not rep["firn"]["available"]:
+        assert rep["firn_vs_peer"] == {}
+        assert "not run" in stdout
+    assert "backfill" in stdout and "cdc backlog" in stdout
+
+
+def test_peer_tables_hold_postgres_values(smoke, pg):
+    """Read the peer's Iceberg tables back with pyiceberg and compare them to PostgreSQL row by
+    row (fhv_trips, untouched by the CDC phase) and by aggregate (trips, after CDC + live)."""
+    from pyiceberg.table import StaticTable
+
+    _, scratch, _ = smoke
+    cat = scratch / "peer" / "taxi" / "catalog.db"
+    fhv = StaticTable.from_metadata(table_metadata_location(cat, "fhv_trips")).scan().to_arrow()
+    with pg.connect(dbname="bench") as conn:
+        want = conn.execute("SELECT * FROM fhv_trips ORDER BY id").fetchall()
+    got = sorted(tuple(r.values()) for r in fhv.to_pylist())
+    assert got == [tuple(r) for r in want]
