@@ -54,7 +54,7 @@ NOT_RUN = "not run"
 SIZES = {
     "smoke": dict(trips=20_000, fhv_trips=30_000, narrow=30_000, wide=2_000, cdc_full_s=2,
                   cdc_clients=2, live_rate=100, live_s=3, commit_s=1.0, peer_cap_s=60,
-                  firn_cap_s=120, peer_datasets=["taxi"]),
+                  firn_cap_s=60, peer_datasets=["taxi"]),
     "small": dict(trips=1_000_000, fhv_trips=2_000_000, narrow=3_000_000, wide=100_000,
                   cdc_full_s=20, cdc_clients=2, live_rate=500, live_s=45, commit_s=2.0,
                   peer_cap_s=150, firn_cap_s=300),
