@@ -513,6 +513,8 @@ firn_rc firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, f
                                 "column \"%s\" has %zu values, expected %zu",
                                 b->columns[i]->field->name, b->columns[i]->length, b->rows + n);
     }
+    if (n == 0)
+        return FIRN_OK;
     if (b->rows + n > b->rows_cap) {
         size_t cap = b->rows_cap ? b->rows_cap : 64;
         while (cap < b->rows + n)

@@ -295,7 +295,7 @@ static firn_rc
 read_column(firn_pq_reader *r, const rd_col *c, size_t g, firn_column *col, firn_err *err)
 {
     const firn_pq_row_group_meta *rg = &r->meta->row_groups[g];
-    if (c->leaf < 0) {
+    if (c->leaf < 0 || rg->num_rows == 0) {
         firn_column_append_nulls(col, (size_t)rg->num_rows);
         return FIRN_OK;
     }
