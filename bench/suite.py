@@ -218,7 +218,9 @@ def backfill_peer(ci, wd, name, tables, rows, raw_wall, parallel) -> dict:
     return f
 
 
-def phase_backfill(ci, firn_bin, firn_ok, firn_why, wd, size, parallel, skip_peer) -> dict:
+def phase_backfill(ci, firn_bin, firn_info: dict, wd, size, parallel, skip_peer) -> dict:
+    """firn_info: {"available", "reason"}; set to unavailable when this firn turns out to have
+    only a stub engine (its sync fails with "not built")."""
     out = {}
     for name, tables in DATASETS.items():
         rows = sum(size[t] for t in tables)
@@ -228,12 +230,15 @@ def phase_backfill(ci, firn_bin, firn_ok, firn_why, wd, size, parallel, skip_pee
         raw = measure.copy_baseline(ci, tables, parallel, pages)
         raw["rows_per_s"] = round(rows / raw["wall_s"]) if raw["wall_s"] else None
         entry = {"tables": tables, "rows": rows, "raw_copy": raw}
-        if firn_ok:
+        if firn_info["available"]:
             log(f"backfill {name}: firn")
             entry["firn"] = backfill_firn(ci, firn_bin, wd, name, tables, rows, raw["wall_s"],
                                           parallel, size)
-        else:
-            entry["firn"] = {"status": NOT_RUN, "reason": firn_why}
+            if "not built" in entry["firn"].get("stderr", ""):
+                last = entry["firn"]["stderr"].strip().splitlines()[-1]
+                firn_info.update(available=False, reason=f"firn sync unavailable ({last})")
+        if not firn_info["available"]:
+            entry["firn"] = {"status": NOT_RUN, "reason": firn_info["reason"]}
         if skip_peer or name not in size.get("peer_datasets", DATASETS):
             entry["peer"] = {"status": NOT_RUN, "reason": "--skip-peer" if skip_peer else
                              f"not part of size {size.get('name')}"}
@@ -677,8 +682,9 @@ def main() -> int:
     log(f"size {args.size}, parallel {args.parallel}, firn: {firn_why}, scratch {wd}")
     try:
         rep["generate"] = phase_generate(ci, size, args.parallel)
-        rep["backfill"] = phase_backfill(ci, firn_bin, firn_ok, firn_why, wd, size,
-                                         args.parallel, args.skip_peer)
+        rep["backfill"] = phase_backfill(ci, firn_bin, rep["firn"], wd, size, args.parallel,
+                                         args.skip_peer)
+        firn_ok, firn_why = rep["firn"]["available"], rep["firn"]["reason"]
         fb = rep["backfill"]["taxi"]["firn"]
         job = None
         why = firn_why

@@ -146,3 +146,20 @@ def test_peer_tables_hold_postgres_values(smoke, pg):
         want = conn.execute("SELECT * FROM fhv_trips ORDER BY id").fetchall()
     got = sorted(tuple(r.values()) for r in fhv.to_pylist())
     assert got == [tuple(r) for r in want]
+
+
+def test_measured_child_figures_are_its_own():
+    """run_measured reports the child's own CPU and peak RSS, not the harness's (a child forked
+    from a process with pyarrow loaded would otherwise show its parent's high-water mark)."""
+    import pyarrow  # noqa: F401 - make this process big, as the harness is
+    import measure
+
+    small = measure.run_measured(["/bin/true"])
+    assert small.returncode == 0 and small.peak_rss < 20 * 2**20, small.summary()
+    big = measure.run_measured(
+        [sys.executable, "-S", "-c", "b = bytearray(120 * 2**20); sum(b[::4096])"], sample_s=0.05)
+    assert big.returncode == 0
+    assert 120 * 2**20 < big.peak_rss < 200 * 2**20, big.summary()
+    assert big.cpu_s > 0 and big.wall_s >= big.cpu_s * 0.5
+    failing = measure.run_measured(["sh", "-c", "exit 3"])
+    assert failing.returncode == 3
