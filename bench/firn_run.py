@@ -61,14 +61,16 @@ def firn_status(firn_bin: Path | None) -> tuple[bool, str]:
 
 
 def write_configs(job: FirnJob) -> dict[str, Path]:
-    """Write source/destination/streams JSON for job (state.json is firn's to write)."""
+    """Write source/destination/streams JSON for job (state.json is firn's to write).
+    initial_wait_seconds 0: a catch-up run reads up to the WAL position current at its start
+    and must not idle afterwards, or the idle wait would count as apply time."""
     job.workdir.mkdir(parents=True, exist_ok=True)
     p = job.paths()
     ci = job.conninfo
     source = {"type": "postgres", "host": ci["host"], "port": int(ci["port"]),
               "database": ci["dbname"], "username": ci["user"], "sslmode": "disable",
               "schemas": ["public"], "parallelism": job.parallel, "default_mode": job.mode,
-              "initial_wait_seconds": 2}
+              "initial_wait_seconds": 0}
     destination = {"catalog": {"type": "sql", "uri": f"sqlite:///{job.catalog_db}",
                                "warehouse": str(job.workdir / "warehouse")},
                    "write": {"compression": "zstd"},
