@@ -18,6 +18,7 @@ firn figures are "not run" with the reason when `firn sync` is unavailable: no n
 Usage: suite.py --uri URI [--size smoke|small|large] [--firn PATH] [--out FILE] [--latest]
        [--workdir DIR] [--parallel N] [--skip-peer]
        suite.py --markdown REPORT.json      the README's figures table of a report
+       suite.py --update-readme REPORT.json put that table into README.md's Benchmarks section
 """
 
 from __future__ import annotations
@@ -63,6 +64,22 @@ SIZES = {
                   peer_cap_s=600, firn_cap_s=1800),
 }
 DATASETS = {"taxi": ["trips", "fhv_trips"], "narrow": ["narrow"], "wide": ["wide"]}
+# galaxy-io/benchmarks data-movement/results/2026-08-31/taxi12-3route/<sut>/
+# full-load-pg-iceberg-taxi-12mo-remote.json: 298,270,427 rows on a 64-vCPU c7i.16xlarge.
+GALAXY_TAXI12 = {"rows": 298_270_427, "host": "c7i.16xlarge, 64 vCPU",
+                 "filament": {"wall_s": 233.2, "cpu_s": 519.9, "peak_mem_gb": 12.0},
+                 "olake": {"wall_s": 204.9, "cpu_s": 7934.0, "peak_mem_gb": 18.5}}
+
+
+def galaxy_line(rep: dict) -> str:
+    """CPU-seconds per million rows of the taxi backfill beside galaxy's published ones."""
+    ref = ", ".join(f"{k} {v['cpu_s'] / (GALAXY_TAXI12['rows'] / 1e6):.2f}"
+                    for k, v in GALAXY_TAXI12.items() if isinstance(v, dict))
+    taxi = rep["backfill"]["taxi"]
+    here = ", ".join(f"{k} {taxi[k]['cpu_s_per_mrow']:.2f}" for k in ("firn", "peer")
+                     if "cpu_s_per_mrow" in taxi[k]) or "none measured"
+    return (f"taxi backfill CPU-s per million rows: here {here}; galaxy-io taxi-12mo pg->iceberg "
+            f"({GALAXY_TAXI12['host']}): {ref}")
 
 
 def log(msg: str) -> None:
@@ -585,7 +602,8 @@ def print_table(rep: dict, out=sys.stdout) -> None:
         w(f"{'':<9}{sysname:<7}{fmt(la.get('p50_s'), nd=2):>8}{fmt(la.get('p99_s'), nd=2):>8}"
           f"{la['seen']:>4}/{la['probes']:<3}{f['peak_rss_mb']:>9.0f}{fi['commits']:>8}"
           f"{fmt(fi.get('files_per_commit_mean'), nd=2):>8}  {f['status']}\n")
-    w("\nfirn / peer: " + (json.dumps(rep["firn_vs_peer"]) if rep["firn_vs_peer"] else
+    w("\n" + galaxy_line(rep) + "\n")
+    w("firn / peer: " + (json.dumps(rep["firn_vs_peer"]) if rep["firn_vs_peer"] else
                            "not available (firn not run)") + "\n")
     w(f"total {rep['total_s']:.0f}s\n")
 
@@ -641,6 +659,8 @@ def markdown(rep: dict) -> str:
             f"{fi['commits']} commits, {fi.get('files_per_commit_mean')} files/commit",
             f["status"])
     lines.append("")
+    lines.append(galaxy_line(rep) + ".")
+    lines.append("")
     lines.append("firn / peer: " + (", ".join(f"{k} {v}" for k, v in rep["firn_vs_peer"].items())
                                     or "not available (firn not run)"))
     return "\n".join(lines) + "\n"
@@ -649,6 +669,15 @@ def markdown(rep: dict) -> str:
 def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
         sys.stdout.write(markdown(json.loads(Path(sys.argv[2]).read_text())))
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "--update-readme":
+        readme = REPO / "README.md"
+        text = readme.read_text()
+        begin, end = "<!-- bench figures: begin -->\n", "<!-- bench figures: end -->"
+        i, j = text.index(begin) + len(begin), text.index(end)
+        md = markdown(json.loads(Path(sys.argv[2]).read_text()))
+        readme.write_text(text[:i] + md + text[j:])
+        log(f"README.md figures replaced from {sys.argv[2]}")
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--uri", default=os.environ.get("FIRN_TEST_PGURI"))
@@ -678,6 +707,7 @@ def main() -> int:
     rep: dict = {"size": args.size, "sizes": size, "started": started.isoformat(timespec="seconds"),
                  "git": git_rev(), "parallel": args.parallel,
                  "firn": {"binary": str(firn_bin), "available": firn_ok, "reason": firn_why},
+                 "reference": {"galaxy_taxi_12mo_pg_iceberg": GALAXY_TAXI12},
                  "machine": machine_info(ci)}
     log(f"size {args.size}, parallel {args.parallel}, firn: {firn_why}, scratch {wd}")
     try:
