@@ -25,7 +25,7 @@ say() { printf 'bench: %s\n' "$*" >&2; }
 # Inside the throwaway cluster: give it benchmark settings (restart needed for shared_buffers).
 if [[ ${1:-} == --inner ]]; then
     shift
-    psql -X -q -v ON_ERROR_STOP=1 -d postgres \
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d postgres \
         -c "ALTER SYSTEM SET shared_buffers = '2GB'" \
         -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
         -c "ALTER SYSTEM SET checkpoint_timeout = '30min'" \
@@ -33,8 +33,8 @@ if [[ ${1:-} == --inner ]]; then
         -c "ALTER SYSTEM SET max_parallel_workers_per_gather = 0"
     as_pg=()
     [[ $(id -u) -eq 0 ]] && as_pg=(runuser -u postgres --)
-    (cd / && "${as_pg[@]}" "$PG_BINDIR/pg_ctl" -D "$FIRN_TEST_PGROOT/data" -w -t 60 restart \
-        >/dev/null)
+    (cd / && "${as_pg[@]}" "$PG_BINDIR/pg_ctl" -D "$FIRN_TEST_PGROOT/data" \
+        -l "$FIRN_TEST_PGROOT/server.log" -w -t 60 restart >/dev/null)
     exec "$VENV_PY" bench/suite.py --uri "$FIRN_TEST_PGURI" "$@"
 fi
 
