@@ -524,8 +524,12 @@ firn_rc firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, f
         b->rows_cap = cap;
     }
     memset(b->ops + b->rows, (int)op, n);
-    for (size_t i = 0; i < n; i++)
-        b->lsns[b->rows + i] = lsn;
+    if (lsn == 0) {
+        memset(b->lsns + b->rows, 0, n * sizeof(uint64_t));
+    } else {
+        for (size_t i = 0; i < n; i++)
+            b->lsns[b->rows + i] = lsn;
+    }
     b->rows += n;
     return FIRN_OK;
 }

@@ -68,8 +68,78 @@ static bool rd_uvarint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
         }                                                                                          \
     }
 
-DEFINE_UNPACK(unpack_u32, uint32_t)
+DEFINE_UNPACK(unpack_slow_u32, uint32_t)
 DEFINE_UNPACK(unpack_u8, uint8_t)
+
+/* Whole groups of 8 values of a constant width (inlined per width so shifts are constants);
+ * needs 8 readable bytes past each group's last value byte. */
+static inline __attribute__((always_inline)) void
+unpack_groups(const uint8_t *src, uint32_t *out, size_t groups, const int bw)
+{
+    const uint64_t mask = ((uint64_t)1 << bw) - 1;
+    for (size_t g = 0; g < groups; g++, src += bw, out += 8) {
+        for (int k = 0; k < 8; k++) {
+            uint64_t w;
+            memcpy(&w, src + ((k * bw) >> 3), 8);
+            out[k] = (uint32_t)((w >> ((k * bw) & 7)) & mask);
+        }
+    }
+}
+
+#define UNPACK_CASE(W)                                                                             \
+    case W:                                                                                        \
+        unpack_groups(src, out, groups, W);                                                        \
+        break;
+
+static void unpack_u32(const uint8_t *src, size_t avail, int bw, uint32_t *out, size_t count)
+{
+    size_t groups = count / 8;
+    if (bw == 0 || bw > 32)
+        groups = 0;
+    /* the fast groups read up to 8 bytes past their last byte */
+    size_t room = avail > 8 ? (avail - 8) / (size_t)(bw ? bw : 1) : 0;
+    groups = groups < room ? groups : room;
+    switch (groups ? bw : 0) {
+        UNPACK_CASE(1)
+        UNPACK_CASE(2)
+        UNPACK_CASE(3)
+        UNPACK_CASE(4)
+        UNPACK_CASE(5)
+        UNPACK_CASE(6)
+        UNPACK_CASE(7)
+        UNPACK_CASE(8)
+        UNPACK_CASE(9)
+        UNPACK_CASE(10)
+        UNPACK_CASE(11)
+        UNPACK_CASE(12)
+        UNPACK_CASE(13)
+        UNPACK_CASE(14)
+        UNPACK_CASE(15)
+        UNPACK_CASE(16)
+        UNPACK_CASE(17)
+        UNPACK_CASE(18)
+        UNPACK_CASE(19)
+        UNPACK_CASE(20)
+        UNPACK_CASE(21)
+        UNPACK_CASE(22)
+        UNPACK_CASE(23)
+        UNPACK_CASE(24)
+        UNPACK_CASE(25)
+        UNPACK_CASE(26)
+        UNPACK_CASE(27)
+        UNPACK_CASE(28)
+        UNPACK_CASE(29)
+        UNPACK_CASE(30)
+        UNPACK_CASE(31)
+        UNPACK_CASE(32)
+    default:
+        groups = 0;
+        break;
+    }
+    size_t done = groups * 8, skip = groups * (size_t)bw;
+    if (done < count)
+        unpack_slow_u32(src + skip, avail - skip, bw, out + done, count - done);
+}
 
 /* The hybrid: runs of (header varint) either RLE (count << 1, value in ceil(bw/8) bytes) or
  * bit-packed groups of 8 ((groups << 1) | 1). A final literal run may be cut short after the
@@ -118,6 +188,18 @@ DEFINE_UNPACK(unpack_u8, uint8_t)
 
 DEFINE_RLE_DEC(firn__pq_rd_rle_u32, uint32_t, unpack_u32)
 DEFINE_RLE_DEC(firn__pq_rd_rle_u8, uint8_t, unpack_u8)
+
+bool firn__pq_rd_rle_all(const uint8_t *p, size_t len, int bw, uint32_t value, size_t n)
+{
+    size_t pos = 0, vbytes = (size_t)(bw + 7) / 8;
+    uint64_t h;
+    uint32_t v = 0;
+    if (bw < 1 || bw > 32 || !rd_uvarint(p, len, &pos, &h) || (h & 1) || (h >> 1) < n ||
+        vbytes > len - pos)
+        return false;
+    memcpy(&v, p + pos, vbytes);
+    return v == value;
+}
 
 bool firn__pq_rd_bitpacked_u8(const uint8_t *p, size_t len, int bw, uint8_t *out, size_t n)
 {

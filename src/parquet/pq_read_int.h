@@ -115,6 +115,8 @@ void firn__pq_rd_grow(void **p, size_t *cap, size_t n, size_t sz);
 /* RLE/bit-packed hybrid: decodes exactly n values of bit width bw (0..32) from p[0..len). */
 bool firn__pq_rd_rle_u32(const uint8_t *p, size_t len, int bw, uint32_t *out, size_t n);
 bool firn__pq_rd_rle_u8(const uint8_t *p, size_t len, int bw, uint8_t *out, size_t n);
+/* True when p starts with one RLE run of at least n copies of value (e.g. all rows present). */
+bool firn__pq_rd_rle_all(const uint8_t *p, size_t len, int bw, uint32_t value, size_t n);
 /* Deprecated BIT_PACKED levels (MSB first). */
 bool firn__pq_rd_bitpacked_u8(const uint8_t *p, size_t len, int bw, uint8_t *out, size_t n);
 /* PLAIN booleans (LSB-first bits) into n bytes of 0/1. */

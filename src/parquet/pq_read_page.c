@@ -434,16 +434,20 @@ static firn_rc levels_v1(rd_chunk_ctx *cx,
                          size_t len,
                          size_t n,
                          size_t *used,
+                         bool *all,
                          firn_err *err)
 {
     rd_scratch *s = cx->s;
     int bw = firn__pq_bit_width((uint64_t)cx->col->max_def);
     bool ok;
+    *all = false;
     if (h->def_enc == RD_ENC_RLE) {
         uint32_t l = 0;
         if (len >= 4)
             memcpy(&l, p, 4);
-        ok = len >= 4 && l <= len - 4 && firn__pq_rd_rle_u8(p + 4, l, bw, s->def, n);
+        ok = len >= 4 && l <= len - 4;
+        *all = ok && firn__pq_rd_rle_all(p + 4, l, bw, (uint32_t)cx->col->max_def, n);
+        ok = ok && (*all || firn__pq_rd_rle_u8(p + 4, l, bw, s->def, n));
         *used = 4 + (size_t)l;
     } else if (h->def_enc == RD_ENC_BIT_PACKED) {
         ok = firn__pq_rd_bitpacked_u8(p, len, bw, s->def, n);
@@ -455,6 +459,37 @@ static firn_rc levels_v1(rd_chunk_ctx *cx,
     return ok ? FIRN_OK : firn_err_set(err, FIRN_ERR_PARSE, "malformed definition levels");
 }
 
+/* Fast path for a page of a required column whose values are PLAIN, need no conversion and fill
+ * the page exactly: decompress (or copy) straight into the batch column. False when the page
+ * does not qualify. */
+static bool direct_page(rd_chunk_ctx *cx,
+                        const rd_hdr *h,
+                        const uint8_t *src,
+                        size_t clen,
+                        size_t ulen,
+                        firn_rc *rc,
+                        firn_err *err)
+{
+    const rd_col *c = cx->col;
+    size_t n = (size_t)h->num_values;
+    if (c->max_def || h->encoding != RD_ENC_PLAIN || c->conv != CV_COPY || c->out == OUT_BYTES ||
+        c->ptype == PQ_BOOLEAN || n == 0 || ulen / c->pw != n || ulen % c->pw ||
+        (h->type == RD_PAGE_DATA_V2 && !h->is_compressed))
+        return false;
+    if (cx->codec == FIRN_PQ_UNCOMPRESSED) {
+        if (clen != ulen)
+            return false;
+        memcpy(firn_column_append_fixed_n(cx->column, n, NULL), src, ulen);
+        *rc = FIRN_OK;
+        return true;
+    }
+    *rc = plausible(cx->codec, src, clen, ulen, err);
+    if (!*rc)
+        *rc = firn__pq_decompress(cx->codec, src, clen,
+                                  firn_column_append_fixed_n(cx->column, n, NULL), ulen, err);
+    return true;
+}
+
 static firn_rc data_page(rd_chunk_ctx *cx, const rd_hdr *h, const uint8_t *body, firn_err *err)
 {
     const rd_col *c = cx->col;
@@ -464,8 +499,15 @@ static firn_rc data_page(rd_chunk_ctx *cx, const rd_hdr *h, const uint8_t *body,
         return firn_err_set(err, FIRN_ERR_PARSE, "page of %d values where %lld remain",
                             h->num_values, (long long)cx->values_left);
     size_t n = (size_t)h->num_values, lv = 0, n_present = n;
+    bool all = false;
     const uint8_t *p = NULL;
     size_t len;
+    firn_rc rc;
+    if (h->def_len == 0 && h->rep_len == 0 &&
+        direct_page(cx, h, body, (size_t)h->csize, (size_t)h->usize, &rc, err)) {
+        cx->values_left -= rc ? 0 : (int64_t)n;
+        return rc;
+    }
     if (c->max_def)
         firn__pq_rd_grow((void **)&s->def, &s->def_cap, n + 1, 1);
     if (!v2) {
@@ -473,16 +515,16 @@ static firn_rc data_page(rd_chunk_ctx *cx, const rd_hdr *h, const uint8_t *body,
                          &s->page_cap, &p, err));
         len = (size_t)h->usize;
         if (c->max_def)
-            FIRN_TRY(levels_v1(cx, h, p, len, n, &lv, err));
+            FIRN_TRY(levels_v1(cx, h, p, len, n, &lv, &all, err));
     } else {
         if (h->def_len < 0 || h->rep_len != 0 || h->def_len > h->csize || h->def_len > h->usize)
             return firn_err_set(err, FIRN_ERR_PARSE, "bad level lengths in a v2 page");
         lv = (size_t)h->def_len;
-        if (c->max_def && !(lv == 0 && h->num_nulls == 0) &&
-            !firn__pq_rd_rle_u8(body, lv, firn__pq_bit_width((uint64_t)c->max_def), s->def, n))
+        int bw = firn__pq_bit_width((uint64_t)c->max_def);
+        all = c->max_def && ((lv == 0 && h->num_nulls == 0) ||
+                             firn__pq_rd_rle_all(body, lv, bw, (uint32_t)c->max_def, n));
+        if (c->max_def && !all && !firn__pq_rd_rle_u8(body, lv, bw, s->def, n))
             return firn_err_set(err, FIRN_ERR_PARSE, "malformed definition levels");
-        if (c->max_def && lv == 0 && h->num_nulls == 0)
-            memset(s->def, (int)c->max_def, n);
         size_t clen = (size_t)h->csize - lv, ulen = (size_t)h->usize - lv;
         p = body + lv;
         if (ulen && h->is_compressed && cx->codec != FIRN_PQ_UNCOMPRESSED)
@@ -495,7 +537,7 @@ static firn_rc data_page(rd_chunk_ctx *cx, const rd_hdr *h, const uint8_t *body,
     if (lv > len)
         return firn_err_set(err, FIRN_ERR_PARSE, "definition levels overrun the page");
     const uint8_t *def = NULL;
-    if (c->max_def) {
+    if (c->max_def && !all) {
         if (!levels_to_valid(s->def, n, c->max_def, &n_present))
             return firn_err_set(err, FIRN_ERR_PARSE, "definition level above %d", c->max_def);
         def = n_present == n ? NULL : s->def;

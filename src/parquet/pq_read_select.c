@@ -300,7 +300,7 @@ read_column(firn_pq_reader *r, const rd_col *c, size_t g, firn_column *col, firn
         return FIRN_OK;
     }
     const firn_pq_chunk_meta *cm = &rg->columns[c->leaf];
-    uint64_t start, len;
+    uint64_t start = 0, len = 0;
     FIRN_TRY(chunk_range(r, c, cm, rg->num_rows, &start, &len, err));
     const uint8_t *p;
     if (r->mem) {

@@ -488,10 +488,10 @@ T_TEST(rle_hybrid_decode)
 {
     uint32_t v[3000], out[3000];
     uint64_t x = 1;
-    for (int bw = 1; bw <= 24; bw++) {
+    for (int bw = 1; bw <= 32; bw++) {
         for (size_t i = 0; i < 3000; i++) {
             x = mix(x);
-            v[i] = (i / 100) % 3 ? (uint32_t)(x & ((1u << bw) - 1)) : 1;
+            v[i] = (i / 100) % 3 ? (uint32_t)(x & (((uint64_t)1 << bw) - 1)) : 1;
         }
         firn_buf b;
         firn_buf_init(&b, 1 << 20);
