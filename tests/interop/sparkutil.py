@@ -32,6 +32,14 @@ table must accept both spellings (pyiceberg and DuckDB do).
 
 Spark's Iceberg catalog caches loaded tables; `cache-enabled=false` makes every query reload
 the catalog row, so commits by other processes (firn, pyiceberg) are seen at once.
+
+Lock leak: Iceberg Java's JdbcCatalog.initialize (1.10.1, and still so upstream) leaves two
+metadata ResultSets open when the catalog tables already exist (atomicCreateTable's getTables,
+updateSchemaIfRequired's getColumns). With sqlite-jdbc such an unfinished statement keeps a
+SHARED lock on the database for the life of the pooled connection, so no other process can
+commit ("database is locked") while the Spark catalog lives. Any real Spark job on firn's SQLite
+catalog does this; here SparkCatalogs.session() replaces the pool's connections right after the
+catalog initialized (fresh_jdbc_connections), which closes the leaked statements.
 """
 
 from __future__ import annotations
@@ -203,6 +211,7 @@ class SparkCatalogs:
             child.conf.set(prefix + ".uri", loc.jdbc_uri)
             child.conf.set(prefix + ".warehouse", loc.warehouse_uri)
             child.conf.set(prefix + ".cache-enabled", "false")
+            fresh_jdbc_connections(child, loc.name)
             self._children[key] = child
         return child
 
@@ -266,6 +275,42 @@ class SparkCatalogs:
         tbl.newRowDelta().addDeletes(builder.build()).commit()
         tbl.refresh()
         return int(tbl.currentSnapshot().snapshotId())
+
+
+def fresh_jdbc_connections(session, name: str) -> int:
+    """Initialize the Iceberg JDBC catalog `name` of a SparkSession and then replace every
+    connection of its pool with a new one (JdbcClientPool.reconnect, through reflection), which
+    releases the SQLite lock the catalog's initialization leaks (see the module doc). Returns
+    the number of connections replaced."""
+    gateway = session.sparkContext._gateway
+    jvm = session._jvm
+    # a statement loads the catalog with this session's conf (CatalogManager reads the conf of
+    # the thread's active session, which a bare py4j call does not set)
+    session.sql(f"SHOW NAMESPACES IN `{name}`").collect()
+    spark_catalog = session._jsparkSession.sessionState().catalogManager().catalog(name)
+    catalog = spark_catalog.icebergCatalog()
+    if catalog.getClass().getName() != "org.apache.iceberg.jdbc.JdbcCatalog":
+        raise TypeError(f"catalog {name} is a {catalog.getClass().getName()}, not a JdbcCatalog")
+
+    def private(cls, obj, field_name):
+        f = cls.getDeclaredField(field_name)
+        f.setAccessible(True)
+        return f.get(obj)
+
+    pool = private(catalog.getClass(), catalog, "connections")
+    clients = private(pool.getClass().getSuperclass(), pool, "clients")
+    types = gateway.new_array(jvm.java.lang.Class, 1)
+    types[0] = jvm.java.lang.Class.forName("java.sql.Connection")
+    reconnect = pool.getClass().getDeclaredMethod("reconnect", types)
+    reconnect.setAccessible(True)
+    old = list(clients.toArray())
+    for conn in old:
+        args = gateway.new_array(jvm.java.lang.Object, 1)
+        args[0] = conn
+        fresh = reconnect.invoke(pool, args)  # closes conn (and its leaked statements)
+        clients.remove(conn)
+        clients.addLast(fresh)
+    return len(old)
 
 
 def uri_to_path(location: str) -> str:
