@@ -163,6 +163,28 @@ FIRN_MUST_CHECK firn_rc firn_pg_value_decode(const firn_pg_type *t,
                                              firn_pg_decode_stats *stats,
                                              firn_err *err);
 
+/** Decodes one non-NULL value of type t from its TEXT output form at p/len (not NUL-terminated;
+ * pgoutput's 't' tuple columns, simple-query results) and appends to col exactly what
+ * firn_pg_value_decode appends for the same value in binary form (docs/type-mapping.md "Text
+ * values"): same column values, nulls, nesting and stats (NaN/±Infinity decimals -> null,
+ * clamped timestamps, flattened arrays, lost lower bounds). The text must come from a session
+ * with the settings firn fixes on every connection (DateStyle ISO, TimeZone UTC, IntervalStyle
+ * iso_8601 or postgres, extra_float_digits 3, bytea_output hex, client_encoding UTF8); money is
+ * read as the digits of its amount under any lc_monetary whose currency symbol has no digits.
+ * Arrays are array_out literals ("{1,NULL}", "{{1,2},{3,4}}", "[0:1]={a,b}", quoted and
+ * backslash-escaped elements; ';' delimits box elements); text_cast types, text, json, jsonb and
+ * unconstrained numerics are stored as the bytes given. Decimal text with more nonzero
+ * fractional digits than the column scale, or more digits than its precision, is rejected.
+ * On a malformed value returns FIRN_ERR_PARSE naming the type (never the value); col may then
+ * hold a partial nested value and the row must be discarded. Scalars decode without heap
+ * allocation (except bytea values over 4 KiB). Thread-safe (no shared state). */
+FIRN_MUST_CHECK firn_rc firn_pg_value_decode_text(const firn_pg_type *t,
+                                                  const uint8_t *p,
+                                                  size_t len,
+                                                  firn_column *col,
+                                                  firn_pg_decode_stats *stats,
+                                                  firn_err *err);
+
 /* ------------------------------------------------------------------------------------------------
  * Discovery
  * ----------------------------------------------------------------------------------------------*/
@@ -265,7 +287,10 @@ FIRN_MUST_CHECK firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err);
 const firn_pg_decode_stats *firn_pg_copy_stats(const firn_pg_copy *d);
 /** Re-targets the decoder at another (empty or partly filled) batch of the same schema. */
 void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch);
-/** Appends the SELECT list that matches the decoder for t ("\"a\", \"b\"::text, ...") to out. */
+/** Appends the SELECT list that matches the decoder for t ("\"a\", \"b\"::text, ...") to out.
+ * text_cast columns read as the text of their type's output function, as pgoutput sends them
+ * in text mode (::text, except inet: pg_catalog.textin(pg_catalog.inet_out(col)), and inet[]:
+ * col::text::text[]). */
 FIRN_MUST_CHECK firn_rc firn_pg_copy_select_list(const firn_pg_table *t, firn_buf *out);
 
 /* ------------------------------------------------------------------------------------------------

@@ -91,7 +91,10 @@ CREATE TABLE firn_type_corpus (
     c_inet_arr inet[],
     c_enum_arr firn_mood[],
     c_jsonb_arr jsonb[],
-    c_posint_arr firn_posint[]
+    c_posint_arr firn_posint[],
+    c_box_arr box[],
+    c_money_arr money[],
+    c_text2d text[][]
 );
 
 -- 1: ordinary values
@@ -177,3 +180,21 @@ INSERT INTO firn_type_corpus VALUES (5,
 -- 6: the last timestamp PostgreSQL accepts (beyond the int64 microsecond range from 1970)
 INSERT INTO firn_type_corpus (id, c_ts, c_tstz, c_date) VALUES (6, '294276-12-31 23:59:59.999999',
     '294276-12-31 23:59:59.999999+00', '5874897-12-31');
+
+-- 7: literals that are tricky in text form (the text decoder must equal the binary one): BC
+-- timestamps with fractions, intervals with mixed signs and the int64 extreme, quoting and
+-- escapes in arrays, lower bounds, box[] (';' delimiter), money arrays, denormal floats
+INSERT INTO firn_type_corpus (id, c_float4, c_float8, c_num_10_2, c_num_38_10, c_money, c_text,
+    c_varchar, c_bytea, c_date, c_time, c_ts, c_tstz, c_interval, c_jsonb, c_int4_arr, c_int2d,
+    c_text_arr, c_numx_arr, c_bytea_arr, c_float8_arr, c_date_arr, c_interval_arr, c_tstz_arr,
+    c_box_arr, c_money_arr, c_text2d)
+VALUES (7, '1e-45', '5e-324', -0.5, -0.0000000001, -1234.56, E'{"x", \\y}',
+    E'a\\b"c', '\x5c78', '0001-12-31 BC', '00:00:00.000001', '0044-03-15 12:34:56.789 BC',
+    '0044-03-15 12:34:56.789+05 BC', '-1 years -2 mons +3 days -04:05:06.789',
+    '{"a": "x\"y", "b": [1e100, -0.0]}', '[0:1][1:2]={{1,2},{3,4}}', '[2:3]={5,6}',
+    E'{"back\\\\slash","{br}","  sp  ","semi;colon","","quote\\"d",NULL}', '{-0.000010,1e20}',
+    '{"\\x5c22",NULL}', '{0.1,1e-300,-1.5e300}', '{0044-03-15 BC,2000-02-29}',
+    '{"1 mon -1 days +00:00:01.5","-2562047788 hours -54.775808 seconds","2562047788 hours 54.775807 seconds"}',
+    '{"1900-01-01 00:00:00.000001+00","0001-01-01 00:00:00+00 BC"}',
+    '{(1,1),(0,0);(2.5,2.5),(-1,-1)}', '{-1.05,0,NULL,"$92,233,720,368,547,758.07"}',
+    '{{"a,b",NULL},{"\"","}"}}');

@@ -220,16 +220,33 @@ firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err)
     return FIRN_OK;
 }
 
+#define INET_OID 869
+
+/* Appends the expression that reads column i: as is, or as the text of its output function
+ * (what pgoutput sends in text mode). ::text is that text for every text_cast type except inet,
+ * whose cast to text (network_show) adds the /32 or /128 that inet_out leaves out of host
+ * addresses; inet goes through inet_out, inet[] through array_out re-read as text[]. */
+static firn_rc select_column(const firn_pg_table *t, size_t i, firn_buf *out)
+{
+    const firn_pg_type *ty = t->columns[i].type;
+    bool array = ty->kind == FIRN_PG_KIND_ARRAY;
+    bool inet = (array ? ty->elem->base_oid : ty->base_oid) == INET_OID;
+    if (ty->text_cast && inet && !array)
+        FIRN_TRY(firn_buf_append_cstr(out, "pg_catalog.textin(pg_catalog.inet_out("));
+    FIRN_TRY(firn__pg_quote_ident(out, t->columns[i].name));
+    if (!ty->text_cast)
+        return FIRN_OK;
+    if (inet)
+        return firn_buf_append_cstr(out, array ? "::text::text[]" : "))");
+    return firn_buf_append_cstr(out, array ? "::text[]" : "::text");
+}
+
 firn_rc firn_pg_copy_select_list(const firn_pg_table *t, firn_buf *out)
 {
     for (size_t i = 0; i < t->n_columns; i++) {
-        const firn_pg_type *ty = t->columns[i].type;
         if (i > 0)
             FIRN_TRY(firn_buf_append_cstr(out, ", "));
-        FIRN_TRY(firn__pg_quote_ident(out, t->columns[i].name));
-        if (ty->text_cast)
-            FIRN_TRY(
-                firn_buf_append_cstr(out, ty->kind == FIRN_PG_KIND_ARRAY ? "::text[]" : "::text"));
+        FIRN_TRY(select_column(t, i, out));
     }
     return FIRN_OK;
 }

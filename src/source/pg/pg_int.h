@@ -13,6 +13,9 @@
 #define FIRN_PG_EPOCH_DAYS 10957
 #define FIRN_PG_EPOCH_US   INT64_C(946684800000000)
 
+/* Most dimensions an array value has (PostgreSQL's MAXDIM). */
+#define FIRN_PG_ARRAY_DIMS_MAX 6
+
 /* Largest SQL text firn builds (COPY queries of 1600-column tables stay far below). */
 #define FIRN_PG_SQL_MAX ((size_t)1 << 20)
 
@@ -33,5 +36,17 @@ FIRN_MUST_CHECK firn_rc firn__pg_quote_ident(firn_buf *b, const char *s);
 void firn__pg_one_line(const char *msg, char *out, size_t out_cap);
 /** Fractional digits of money under the server's lc_monetary (2 in C and most locales). */
 int firn__pg_conn_money_scale(firn_pg_conn *c);
+
+/** Maps the dimensions dims[0..ndim) of an array value onto the list nesting of the column
+ * (t->ndims levels) into eff[0..t->ndims): extra inner dimensions are flattened row-major into
+ * the innermost list (counted in stats->array_flattened), missing outer ones become single-item
+ * lists; ndim 0 (empty array) gives eff[0] = 0. Shared by the binary and the text decoders so
+ * both shape values alike. Returns false when the flattened innermost level exceeds INT32_MAX
+ * elements. */
+bool firn__pg_array_shape(const firn_pg_type *t,
+                          const int32_t *dims,
+                          int32_t ndim,
+                          int32_t *eff,
+                          firn_pg_decode_stats *stats);
 
 #endif

@@ -11,7 +11,7 @@
 #define NUMERIC_PINF   0xD000
 #define NUMERIC_NINF   0xF000
 #define NBASE          10000
-#define ARRAY_DIMS_MAX 6 /* PostgreSQL's MAXDIM */
+#define ARRAY_DIMS_MAX FIRN_PG_ARRAY_DIMS_MAX
 #define NUMSTR_STACK   512
 
 typedef unsigned __int128 u128;
@@ -297,33 +297,35 @@ static firn_rc array_elements(array_walk *w, firn_column *col, int level)
     return FIRN_OK;
 }
 
-/* Maps the value's dimensions onto the column's declared nesting: extra inner dimensions are
- * flattened row-major into the innermost list, missing outer ones become single-item lists. */
-static firn_rc array_shape(array_walk *w, const int32_t *dims, int32_t ndim)
+bool firn__pg_array_shape(const firn_pg_type *t,
+                          const int32_t *dims,
+                          int32_t ndim,
+                          int32_t *eff,
+                          firn_pg_decode_stats *stats)
 {
-    int32_t depth = w->t->ndims;
+    int32_t depth = t->ndims;
     if (ndim == 0) {
-        w->eff[0] = 0;
-        return FIRN_OK;
+        eff[0] = 0;
+        return true;
     }
     if (ndim >= depth) {
         for (int32_t d = 0; d < depth - 1; d++)
-            w->eff[d] = dims[d];
+            eff[d] = dims[d];
         int64_t inner = 1;
         for (int32_t d = depth - 1; d < ndim; d++)
             inner *= dims[d];
         if (inner > INT32_MAX)
-            return bad_value(w->t, w->len, w->err, "array too large");
-        w->eff[depth - 1] = (int32_t)inner;
-        if (ndim > depth && w->stats)
-            w->stats->array_flattened++;
-        return FIRN_OK;
+            return false;
+        eff[depth - 1] = (int32_t)inner;
+        if (ndim > depth && stats)
+            stats->array_flattened++;
+        return true;
     }
     for (int32_t d = 0; d < depth - ndim; d++)
-        w->eff[d] = 1;
+        eff[d] = 1;
     for (int32_t d = 0; d < ndim; d++)
-        w->eff[depth - ndim + d] = dims[d];
-    return FIRN_OK;
+        eff[depth - ndim + d] = dims[d];
+    return true;
 }
 
 static firn_rc decode_array(const firn_pg_type *t,
@@ -360,7 +362,8 @@ static firn_rc decode_array(const firn_pg_type *t,
                     .stats = stats,
                     .err = err,
                     .len = len};
-    FIRN_TRY(array_shape(&w, dims, ndim));
+    if (!firn__pg_array_shape(t, dims, ndim, w.eff, stats))
+        return bad_value(t, len, err, "array too large");
     if (ndim == 0) {
         firn_column_list_begin(col);
         firn_column_list_end(col);

@@ -11,10 +11,11 @@
 #include <string.h>
 
 /* Session settings that change how values are sent (text output of dates, times, intervals,
- * floats and bytea). */
+ * floats, bytea and money; the encoding of all text): the formats firn_pg_value_decode_text
+ * parses. */
 #define PGO_SESSION_OPTIONS                                                                        \
     "-c datestyle=ISO,YMD -c timezone=UTC -c intervalstyle=iso_8601 -c extra_float_digits=3 "      \
-    "-c bytea_output=hex"
+    "-c bytea_output=hex -c lc_monetary=C"
 
 #define PGO_DEFAULT_STATUS_INTERVAL_MS 10000
 
@@ -97,8 +98,9 @@ firn_rc firn_pgo_stream_open(const firn_pgo_config *cfg, firn_pgo_stream **out, 
     if (!cfg->conninfo || !cfg->slot_name || cfg->n_publications == 0)
         return firn_err_set(err, FIRN_ERR_CONFIG,
                             "replication needs a connection string, a slot and a publication");
-    const char *keys[] = {"application_name", "dbname", "replication", "options", NULL};
-    const char *vals[] = {"firn", cfg->conninfo, "database", PGO_SESSION_OPTIONS, NULL};
+    const char *keys[] = {"application_name", "dbname",          "replication",
+                          "options",          "client_encoding", NULL};
+    const char *vals[] = {"firn", cfg->conninfo, "database", PGO_SESSION_OPTIONS, "UTF8", NULL};
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
         firn_rc rc = connect_error(conn, err);
