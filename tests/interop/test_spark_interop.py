@@ -5,9 +5,11 @@ including row deltas with position deletes (Spark merge-on-read DELETE/UPDATE/ME
 equality deletes (a pyarrow-written delete file committed with Iceberg Java's RowDelta), and
 commits of one engine on top of a table another wrote.
 
-The checks here are the ones firn-written tables go through: sparkutil.assert_readers_agree
-(spark, loc, "ns.table", expected, equality_deletes=True) for a table firn wrote, and
-spark.sql(loc, ...) for Spark writing on top of it before firn commits again.
+The checks here are the ones firn-written tables go through, one call each with the firn
+catalog's location loc = SqlCatalogLoc(db, warehouse, "firn"):
+sparkutil.check_equality_delete_table(spark, loc, "ns.table", expected) (or
+assert_readers_agree(...) for tables without equality deletes), and spark.sql(loc, "INSERT INTO
+firn.ns.table ...") for Spark writing on top of it before firn commits again.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from sparkutil import (assert_readers_agree, canon_rows, delete_file_contents, pyiceberg_rows,
-                       uri_to_path, write_equality_delete_file)
+from sparkutil import (assert_readers_agree, canon_rows, check_equality_delete_table,
+                       delete_file_contents, pyiceberg_rows, uri_to_path,
+                       write_equality_delete_file)
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +71,7 @@ ALL_TYPES_ROWS = [
     dict(id=-9223372036854775808, i=None, s=None, d1=None, d2=None, f=None, r=None, b=None,
          day=None, ts=None, tstz=None, bin=None, tags=None, st=None, m=None),
     dict(id=0, i=0, s="'quote' \"dq\" \\ \n tab\t", d1=Decimal("99999999.99"),
-         d2=Decimal("0E-10"), f=0.0, r=0.0, b=True, day=dt.date(2000, 2, 29),
+         d2=Decimal("0E-10"), f=float("nan"), r=float("-inf"), b=True, day=dt.date(2000, 2, 29),
          ts=dt.datetime(1970, 1, 1), tstz=dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
          bin=bytes(range(256)), tags=["x" * 1000], st={"x": -1, "y": "日本"}, m=[("", -1)]),
 ]
@@ -183,12 +186,6 @@ def test_equality_deletes_read_by_spark_and_duckdb(spark, sql_catalog, tmp_path)
     check_equality_delete_table(spark, loc, table, [
         (1, "eu", "Ann", Decimal("1.00")), (3, "us", "Dee", Decimal("3.50")),
         (3, "eu", "Cé v2", Decimal("33.00"))])
-
-
-def check_equality_delete_table(spark, loc, table, expected):
-    """What a table with equality deletes (firn's upserts and deletes by primary key) must give:
-    at least one live equality-delete file, and Spark and DuckDB read exactly `expected`."""
-    assert_readers_agree(spark, loc, table, expected, equality_deletes=True)
 
 
 def test_commits_on_top_of_each_other(spark, sql_catalog):
