@@ -60,6 +60,7 @@ typedef enum firn_meta_kind {
     FIRN_META_LSN = 2,       /* long: source position (PostgreSQL LSN as an integer) */
     FIRN_META_COMMIT_TS = 3, /* timestamptz: source commit time; null for snapshot reads */
     FIRN_META_INGEST_TS = 4, /* timestamptz: when firn read the change */
+    FIRN_META_NULL = 5,      /* any type: always null (a column the source no longer has) */
 } firn_meta_kind;
 
 /** Returns a new owned field (name copied). Free with firn_field_free. */
@@ -157,6 +158,9 @@ void firn_column_append_i128(firn_column *c, int64_t hi, uint64_t lo);
 void firn_column_append_bytes(firn_column *c, const void *p, size_t len);
 /** Starts a list (or map) value; elements go to the child column(s). */
 void firn_column_list_begin(firn_column *c);
+/** Appends a copy of slot i of src (a column of the same type, e.g. of another batch of the
+ * same schema) to c, nested values included. */
+void firn_column_append_from(firn_column *c, const firn_column *src, size_t i);
 /** Ends the list value started last. */
 void firn_column_list_end(firn_column *c);
 /** Ends a struct value whose children each received one value. */

@@ -455,6 +455,9 @@ static void fill_meta(firn_batch *b, firn_op op, uint64_t lsn, size_t at)
                 b->ingest_now_us = firn_now_us();
             append_time(c, b->ingest_now_us);
             break;
+        case FIRN_META_NULL:
+            firn_column_append_null(c);
+            break;
         case FIRN_META_NONE:
             break;
         }
@@ -592,6 +595,12 @@ static void copy_slot(firn_column *dst, const firn_column *src, size_t i)
         append_fixed(dst, src->values + i * src->width, src->width);
         return;
     }
+}
+
+void firn_column_append_from(firn_column *c, const firn_column *src, size_t i)
+{
+    FIRN_ASSERT(c->field->type == src->field->type && i < src->length);
+    copy_slot(c, src, i);
 }
 
 void firn_batch_append_rows(firn_batch *dst, const firn_batch *src, const uint32_t *rows, size_t n)

@@ -1,44 +1,264 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Temporary entry points so the CLI links before the sync engine exists; the engine replaces
- * this file. Each returns FIRN_ERR_UNSUPPORTED. */
-#include "firn/engine.h"
+/* `firn check`, `firn discover` and `firn status`: the engine entry points besides sync. */
+#include "cfg_int.h"
+#include "engine_int.h"
 
-static _Thread_local firn_fault last_fault;
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 
-firn_fault firn_engine_last_fault(void)
+static _Thread_local firn_fault entry_fault;
+
+static firn_rc fault(firn_fault where, firn_rc rc)
 {
-    return last_fault;
+    if (rc)
+        entry_fault = where;
+    return rc;
 }
 
-static firn_rc not_built(firn_err *err)
+/* The public entry points (eng_sync.c) copy this into the fault firn_engine_last_fault
+ * reports. */
+firn_fault firn__entry_fault(void)
 {
-    last_fault = FIRN_FAULT_NONE;
-    return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "the sync engine is not built yet");
+    return entry_fault;
 }
 
-firn_rc firn_engine_check(const firn_config *cfg, firn_err *err)
+static firn_rc open_sql(const firn_config *cfg, char **conninfo, firn_pg_conn **out, firn_err *err)
 {
-    (void)cfg;
-    return not_built(err);
+    FIRN_TRY(fault(FIRN_FAULT_CONFIG, firn_source_conninfo(&cfg->source, false, conninfo, err)));
+    firn_pg_conn_config cc = {0};
+    cc.uri = *conninfo;
+    cc.application_name = "firn";
+    cc.connect_timeout_s = (int)(cfg->source.connect_timeout_ms / 1000);
+    return fault(FIRN_FAULT_SOURCE, firn_pg_conn_open(&cc, FIRN_PG_CONN_SQL, out, err));
 }
 
-firn_rc firn_engine_discover(const firn_config *cfg, const char *streams_out_path, firn_err *err)
+static void free_conninfo(char *c)
 {
-    (void)cfg;
-    (void)streams_out_path;
-    return not_built(err);
+    if (c) {
+        memset(c, 0, strlen(c));
+        firn_free(c);
+    }
 }
 
-firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
+static bool wants_cdc(const firn_config *cfg)
 {
-    (void)cfg;
-    (void)opts;
-    return not_built(err);
+    for (size_t i = 0; i < cfg->streams.count; i++) {
+        const firn_stream_config *s = &cfg->streams.items[i];
+        if (s->selected &&
+            (s->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || s->sync_mode == FIRN_SYNC_CDC_ONLY))
+            return true;
+    }
+    return !cfg->has_streams && cfg->source.update_method != FIRN_UPDATE_STANDALONE;
 }
 
-firn_rc firn_engine_status(const firn_config *cfg, FILE *out, firn_err *err)
+static firn_rc check_source(const firn_config *cfg, firn_err *err)
 {
-    (void)cfg;
-    (void)out;
-    return not_built(err);
+    char *conninfo = NULL;
+    firn_pg_conn *c = NULL;
+    char v[256];
+    firn_rc rc = open_sql(cfg, &conninfo, &c, err);
+    if (rc == FIRN_OK && wants_cdc(cfg)) {
+        rc = firn_pg_conn_query_value(c, "SHOW wal_level", v, sizeof(v), err);
+        if (rc == FIRN_OK && strcmp(v, "logical") != 0)
+            rc = firn_err_set(err, FIRN_ERR_CONFIG,
+                              "wal_level is \"%s\" on the source; CDC needs logical: run ALTER "
+                              "SYSTEM SET wal_level = logical and restart PostgreSQL",
+                              v);
+        if (rc == FIRN_OK)
+            rc = firn_pg_conn_query_value(
+                c, "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user",
+                v, sizeof(v), err);
+        if (rc == FIRN_OK && strcmp(v, "t") != 0)
+            rc = firn_err_set(err, FIRN_ERR_PERMISSION,
+                              "the source user lacks the REPLICATION attribute; run ALTER ROLE "
+                              "<user> WITH REPLICATION");
+    }
+    if (rc == FIRN_OK)
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "source ok: %s", firn_pg_conn_describe(c));
+    firn_pg_conn_close(c);
+    free_conninfo(conninfo);
+    return fault(FIRN_FAULT_SOURCE, rc);
+}
+
+static firn_rc check_destination(const firn_config *cfg, firn_err *err)
+{
+    const firn_catalog_config *cc = &cfg->destination.catalog;
+    if (cc->kind != FIRN_CATALOG_SQL)
+        return fault(FIRN_FAULT_CONFIG,
+                     firn_err_set(err, FIRN_ERR_UNSUPPORTED,
+                                  "destination catalog kind \"rest\" is not available in this "
+                                  "build; use the embedded SQL catalog"));
+    firn_io *io = firn_io_local_new();
+    firn_catalog *cat = NULL;
+    firn_catalog_sql_opts o = {cc->name, cc->uri, cc->warehouse, io, 0};
+    firn_rc rc = firn_catalog_sql_open(&o, &cat, err);
+    uint8_t raw[16];
+    char id[37], probe[4200];
+    firn_uuid_v4(raw);
+    firn_uuid_format(raw, id);
+    char ns[64];
+    snprintf(ns, sizeof(ns), "firn_check_%.8s", id);
+    if (rc == FIRN_OK)
+        rc = firn_catalog_create_namespace(cat, ns, NULL, err);
+    if (rc == FIRN_OK)
+        rc = firn_catalog_drop_namespace(cat, ns, err);
+    if (rc == FIRN_OK) {
+        snprintf(probe, sizeof(probe), "%s/.firn-check-%s", cc->warehouse, id);
+        rc = firn_io_write_all(io, probe, "firn", 4, err);
+        if (rc == FIRN_OK)
+            rc = firn_io_remove(io, probe, err);
+    }
+    if (rc)
+        firn_err_context(err, "while checking catalog \"%s\" and warehouse \"%s\"",
+                         cc->uri ? cc->uri : "", cc->warehouse ? cc->warehouse : "");
+    else
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "destination ok: catalog %s, warehouse %s", cc->uri,
+                 cc->warehouse);
+    firn_catalog_free(cat);
+    firn_io_free(io);
+    return fault(FIRN_FAULT_DESTINATION, rc);
+}
+
+firn_rc firn__engine_check(const firn_config *cfg, firn_err *err)
+{
+    entry_fault = FIRN_FAULT_NONE;
+    if (cfg->has_source)
+        FIRN_TRY(check_source(cfg, err));
+    if (cfg->has_destination)
+        FIRN_TRY(check_destination(cfg, err));
+    return FIRN_OK;
+}
+
+/* ---- discover ----------------------------------------------------------------------------- */
+
+static void describe_stream(firn_stream_config *st,
+                            const firn_pg_table *t,
+                            const firn_stream_config *old,
+                            const firn_config *cfg)
+{
+    memset(st, 0, sizeof(*st));
+    st->namespace = firn_strdup(t->schema_name);
+    st->name = firn_strdup(t->name);
+    st->selected = old ? old->selected : !cfg->has_streams;
+    st->sync_mode = old ? old->sync_mode : cfg->source.default_mode;
+    st->append_mode = old ? old->append_mode : t->n_key == 0;
+    st->sync_new_columns = old ? old->sync_new_columns : true;
+    for (size_t k = 0; k < t->n_key; k++)
+        firn_strlist_push(&st->source_primary_key, t->columns[t->key_columns[k]].name);
+    if (old) {
+        for (size_t k = 0; k < old->primary_key.count; k++)
+            firn_strlist_push(&st->primary_key, old->primary_key.items[k]);
+        for (size_t k = 0; k < old->columns.count; k++)
+            firn_strlist_push(&st->columns, old->columns.items[k]);
+        if (old->cursor_field)
+            st->cursor_field = firn_strdup(old->cursor_field);
+        if (old->partition_count) {
+            st->partition = firn_calloc(old->partition_count, sizeof(*st->partition));
+            for (size_t k = 0; k < old->partition_count; k++) {
+                st->partition[k] = old->partition[k];
+                st->partition[k].column = firn_strdup(old->partition[k].column);
+            }
+            st->partition_count = old->partition_count;
+        }
+    }
+    static const char *modes[] = {"full_refresh", "full_refresh_cdc", "cdc_only", "incremental"};
+    for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++)
+        firn_strlist_push(&st->supported_sync_modes, modes[k]);
+    for (size_t k = 0; k < t->n_columns; k++)
+        firn_strlist_push(&st->available_cursor_fields, t->columns[k].name);
+}
+
+firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err *err)
+{
+    entry_fault = FIRN_FAULT_NONE;
+    char *conninfo = NULL;
+    firn_pg_conn *c = NULL;
+    firn_pg_catalog *pgcat = NULL;
+    char **patterns = firn_calloc(cfg->source.schemas.count + 1, sizeof(char *));
+    for (size_t i = 0; i < cfg->source.schemas.count; i++) {
+        size_t len = strlen(cfg->source.schemas.items[i]) + 3;
+        patterns[i] = firn_malloc(len);
+        snprintf(patterns[i], len, "%s.*", cfg->source.schemas.items[i]);
+    }
+    firn_rc rc = open_sql(cfg, &conninfo, &c, err);
+    if (rc == FIRN_OK)
+        rc = fault(FIRN_FAULT_SOURCE, firn_pg_discover(c, (const char *const *)patterns,
+                                                       cfg->source.schemas.count, &pgcat, err));
+    firn_streams_config out = {0};
+    if (rc == FIRN_OK) {
+        size_t n = firn_pg_catalog_tables(pgcat);
+        out.items = firn_calloc(n ? n : 1, sizeof(*out.items));
+        for (size_t i = 0; i < n; i++) {
+            const firn_pg_table *t = firn_pg_catalog_table(pgcat, i);
+            const firn_stream_config *old =
+                cfg->has_streams ? firn_streams_find(&cfg->streams, t->schema_name, t->name) : NULL;
+            describe_stream(&out.items[out.count++], t, old, cfg);
+        }
+        rc = fault(FIRN_FAULT_CONFIG, firn_streams_save(&out, path, err));
+        if (rc == FIRN_OK)
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "discovered %zu tables into %s", out.count, path);
+    }
+    for (size_t i = 0; i < out.count; i++)
+        firn__cfg_stream_free(&out.items[i]);
+    firn_free(out.items);
+    for (size_t i = 0; i < cfg->source.schemas.count; i++)
+        firn_free(patterns[i]);
+    firn_free(patterns);
+    firn_pg_catalog_free(pgcat);
+    firn_pg_conn_close(c);
+    free_conninfo(conninfo);
+    return rc;
+}
+
+/* ---- status ------------------------------------------------------------------------------- */
+
+firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
+{
+    entry_fault = FIRN_FAULT_NONE;
+    uint64_t wal = 0;
+    if (cfg->has_source) {
+        char *conninfo = NULL;
+        firn_pg_conn *c = NULL;
+        char v[64];
+        firn_err ignored = {0};
+        if (open_sql(cfg, &conninfo, &c, &ignored) == FIRN_OK &&
+            firn_pg_conn_query_value(c, "SELECT pg_current_wal_lsn()::text", v, sizeof(v),
+                                     &ignored) == FIRN_OK)
+            firn_rc_ignore(firn_lsn_parse(v, &wal, &ignored));
+        firn_pg_conn_close(c);
+        free_conninfo(conninfo);
+        entry_fault = FIRN_FAULT_NONE;
+    }
+    fprintf(out, "%-32s %-32s %-17s %-9s %-18s %-20s %s\n", "stream", "table", "mode", "backfill",
+            "committed lsn", "last commit (UTC)", "lag");
+    for (size_t i = 0; i < cfg->streams.count; i++) {
+        const firn_stream_config *s = &cfg->streams.items[i];
+        if (!s->selected)
+            continue;
+        const firn_stream_state *st =
+            firn_state_stream((firn_state *)&cfg->state, s->namespace, s->name, false);
+        char src[256], dst[256], lsn[18] = "-", when[32] = "never", lag[64] = "-";
+        snprintf(src, sizeof(src), "%s.%s", s->namespace, s->name);
+        snprintf(dst, sizeof(dst), "%s.%s", s->target_namespace, s->target_table);
+        if (st && st->committed_lsn)
+            firn_lsn_format(st->committed_lsn, lsn);
+        if (st && st->last_commit_us) {
+            time_t secs = (time_t)(st->last_commit_us / 1000000);
+            struct tm tm;
+            gmtime_r(&secs, &tm);
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+            int64_t age_s = (firn_now_us() - st->last_commit_us) / 1000000;
+            if (wal && st->committed_lsn && wal >= st->committed_lsn)
+                snprintf(lag, sizeof(lag), "%llu bytes, %llds",
+                         (unsigned long long)(wal - st->committed_lsn), (long long)age_s);
+            else
+                snprintf(lag, sizeof(lag), "%llds since commit", (long long)age_s);
+        }
+        fprintf(out, "%-32s %-32s %-17s %-9s %-18s %-20s %s\n", src, dst,
+                firn_sync_mode_name(s->sync_mode), st && st->backfill_done ? "done" : "pending",
+                lsn, when, lag);
+    }
+    (void)err;
+    return FIRN_OK;
 }

@@ -143,4 +143,126 @@ FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
                                                      size_t *n_files,
                                                      firn_err *err);
 
+/* ------------------------------------------------------------------------------------------------
+ * The sync engine: tables, commits, backfill and CDC
+ * ----------------------------------------------------------------------------------------------*/
+
+#include "firn/catalog.h"
+#include "firn/config.h"
+#include "firn/engine.h"
+#include "firn/pgoutput.h"
+#include "firn/source_pg.h"
+
+#include <pthread.h>
+
+/* Snapshot summary keys firn writes (DESIGN.md "Exactly-once"). */
+#define FIRN_SUMMARY_LSN       "firn.lsn"       /* last source commit LSN the table holds */
+#define FIRN_SUMMARY_COMMIT_ID "firn.commit-id" /* unique id of the commit */
+#define FIRN_SUMMARY_BACKFILL  "firn.backfill"  /* "done" once the initial copy is complete */
+
+typedef struct firn__engine firn__engine;
+
+/** One synced stream: a source table and its Iceberg table. */
+typedef struct firn__table {
+    firn__engine *eng;
+    const firn_stream_config *stream; /* borrowed from the configuration */
+    firn_pg_table *pg;                /* borrowed from the engine's discovery */
+    char *ns;                         /* Iceberg namespace */
+    char *name;                       /* Iceberg table name */
+    char *display;                    /* "ns.name" for messages */
+    firn_catalog_table cat;           /* current metadata and its location (owned) */
+    firn_field *schema;               /* batch schema: pg->schema with Iceberg ids (borrowed) */
+    bool upsert;                      /* folded by key with position deletes, else append */
+    bool needs_backfill;
+    bool cdc;              /* changes come from the replication stream */
+    uint32_t key_cols[32]; /* batch columns of the identifier */
+    size_t n_key;
+    firn__pkindex *index;  /* upsert tables: key -> live row */
+    firn_data_file *files; /* index file table: path + partition per ordinal */
+    size_t n_files;
+    uint64_t committed_lsn;  /* changes at or below are in the table */
+    firn_batch *buf;         /* CDC changes not yet committed */
+    firn_data_file *pending; /* backfill data files not yet committed */
+    size_t n_pending;
+    bool index_dirty;   /* backfill retried a chunk: rebuild after commit */
+    pthread_mutex_t mu; /* guards pending, files and index during backfill */
+    firn_pg_decode_stats stats;
+    uint64_t rows_written;
+} firn__table;
+
+struct firn__engine {
+    const firn_config *cfg;
+    const firn_sync_options *opts;
+    firn_state state; /* the engine's copy, saved after commits */
+    firn_io *io;
+    firn_catalog *catalog;
+    firn_pg_conn_config conn;
+    char *conninfo; /* secret inside: never logged */
+    firn_pg_conn *sql;
+    firn_pg_catalog *pgcat;
+    firn__table **tables;
+    size_t n_tables;
+    firn_pq_options pq;
+    char *warehouse;
+};
+
+/** Opens or creates the Iceberg table of t (namespace too), evolves its schema to the source's,
+ * aligns the batch schema's field ids with the table's, reads the committed position and the
+ * backfill marker from the snapshot summaries and, for upsert tables, loads the key index from
+ * the live files. Errors from the catalog, FileIO, Parquet; FIRN_ERR_SCHEMA for a source schema
+ * the table cannot take. */
+FIRN_MUST_CHECK firn_rc firn__table_open(firn__table *t, firn_err *err);
+/** Frees what t owns (not t's borrowed stream and pg table). */
+void firn__table_deinit(firn__table *t);
+/** Rebuilds t's key index from the key columns of every live data file of the current
+ * snapshot minus its position deletes. */
+FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err);
+
+/** Commits one snapshot to t: added data files, added delete files, removed files (paths) or
+ * truncate, with firn.lsn = lsn (0: keep the previous value) and extra (NULL or more keys).
+ * Retries on conflicts (reload, rebuild the manifest list on the new parent); on an unknown
+ * outcome reloads and looks for the commit id. Updates t->cat and t->committed_lsn. */
+FIRN_MUST_CHECK firn_rc firn__table_commit(firn__table *t,
+                                           const firn_data_file *data,
+                                           size_t n_data,
+                                           const firn_data_file *deletes,
+                                           size_t n_deletes,
+                                           bool truncate,
+                                           uint64_t lsn,
+                                           const firn_summary *extra,
+                                           firn_err *err);
+
+/** Writes t's buffered changes (fold by key, data files, position deletes) and commits them
+ * with position lsn. Nothing to do for an empty buffer. */
+FIRN_MUST_CHECK firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err);
+/** Registers a committed data file in t's index file table and returns its ordinal. */
+uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f);
+
+/** Copies the selected streams in backfill (those with needs_backfill) inside the exported
+ * snapshot (positions stamped with snapshot_lsn), commits each table once at its end with
+ * firn.lsn = lsn_after (0: none) and the backfill marker. */
+FIRN_MUST_CHECK firn_rc firn__backfill_run(firn__engine *e,
+                                           const char *snapshot,
+                                           uint64_t snapshot_lsn,
+                                           uint64_t lsn_after,
+                                           firn_err *err);
+
+/** Streams changes of the CDC tables from the replication slot: until the WAL position of the
+ * start (catch-up run) or until a stop is requested (follow). */
+FIRN_MUST_CHECK firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err);
+
+/** `firn check`, `discover` and `status` (eng_entry.c); the public entry points wrap them. */
+FIRN_MUST_CHECK firn_rc firn__engine_check(const firn_config *cfg, firn_err *err);
+FIRN_MUST_CHECK firn_rc firn__engine_discover(const firn_config *cfg,
+                                              const char *path,
+                                              firn_err *err);
+FIRN_MUST_CHECK firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err);
+/** Where the last of those three failed. */
+firn_fault firn__entry_fault(void);
+
+/** Saves the engine's state copy to the state file (no-op without a state path). */
+FIRN_MUST_CHECK firn_rc firn__engine_save_state(firn__engine *e, firn_err *err);
+/** Records table progress in the state copy. */
+void firn__engine_note_commit(firn__engine *e, firn__table *t);
+
 #endif

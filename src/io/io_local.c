@@ -38,6 +38,10 @@ firn_rc firn_io_local_path(const char *location, char *out, size_t out_cap, firn
         uri = true;
         if (strncmp(p, "localhost/", 10) == 0)
             p += 9;
+    } else if (strncmp(p, "file:/", 6) == 0) {
+        /* Hadoop's Path (Spark, Iceberg Java) writes "file:/abs/path". */
+        p += 5;
+        uri = true;
     } else if (strstr(p, "://")) {
         return firn_err_set(err, FIRN_ERR_INVALID, "location \"%s\" is not a local path", location);
     }

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Change data capture: committed transactions from the pgoutput stream are decoded into each
+ * table's buffer, flushed at transaction boundaries by the commit policy, and the source is
+ * acknowledged only after every table holding the transaction's changes has committed
+ * (DESIGN.md steps 2, 5 and 6). Changes at or below a table's committed position are skipped,
+ * so a restart after a crash between commit and acknowledgement duplicates nothing. */
+#include "engine_int.h"
+
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NEXT_TIMEOUT_MS 200
+#define CATCHUP_PROBE_MS 300   /* idle time before asking the server how far it decoded */
+#define CATCHUP_GIVE_UP_MS 60000
+
+/* A relation of the stream mapped onto a synced table. */
+typedef struct rel_map {
+    uint32_t relid;
+    uint32_t version;
+    firn__table *table; /* NULL: not synced (changes ignored) */
+    int32_t *batch_col; /* per relation column: batch column, or -1 */
+    uint16_t n_cols;
+} rel_map;
+
+typedef struct cdc {
+    firn__engine *e;
+    firn_pgo_stream *s;
+    rel_map *rels;
+    size_t n_rels;
+    uint64_t last_end_lsn;    /* end of the last transaction fully read */
+    uint64_t flushed_end_lsn; /* end of the last transaction committed everywhere */
+    int64_t last_flush_ns;
+    int64_t last_event_ns;
+    uint64_t target_lsn; /* catch-up run: WAL position at start */
+    bool in_txn;
+    uint64_t done_commit_lsn; /* commit LSN of the last transaction fully read */
+    uint64_t txn_commit_lsn;
+    int64_t txn_commit_us;
+    firn_buf scratch;
+} cdc;
+
+static firn__table *table_named(firn__engine *e, const char *ns, const char *name)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (!t->cdc)
+            continue;
+        if (strcmp(t->pg->schema_name, ns) == 0 && strcmp(t->pg->name, name) == 0)
+            return t;
+        /* publish_via_partition_root off: leaves are routed to the root's table. */
+        for (size_t l = 0; l < t->pg->n_leaves; l++) {
+            char q[512];
+            snprintf(q, sizeof(q), "\"%s\".\"%s\"", ns, name);
+            if (strcmp(t->pg->leaves[l].qualified, q) == 0)
+                return t;
+        }
+    }
+    return NULL;
+}
+
+static rel_map *rel_find(cdc *c, uint32_t relid)
+{
+    for (size_t i = 0; i < c->n_rels; i++) {
+        if (c->rels[i].relid == relid)
+            return &c->rels[i];
+    }
+    return NULL;
+}
+
+static int32_t pg_column_index(const firn_pg_table *pg, const char *name)
+{
+    for (size_t i = 0; i < pg->n_columns; i++) {
+        if (strcmp(pg->columns[i].name, name) == 0)
+            return (int32_t)i;
+    }
+    return -1;
+}
+
+/* A Relation message: (re)build the column map. A column the table does not know, or a type
+ * change, stops the stream with an error naming it (the next run evolves the table schema
+ * from the source before streaming). */
+static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
+{
+    const firn_pgo_rel *rel = ev->rel;
+    rel_map *m = rel_find(c, rel->relid);
+    if (!m) {
+        c->rels = firn_reallocarray(c->rels, c->n_rels + 1, sizeof(*c->rels));
+        m = &c->rels[c->n_rels++];
+        memset(m, 0, sizeof(*m));
+        m->relid = rel->relid;
+    }
+    firn_free(m->batch_col);
+    m->version = rel->version;
+    m->table = table_named(c->e, rel->nspname, rel->relname);
+    m->n_cols = rel->n_cols;
+    m->batch_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
+    if (!m->table)
+        return FIRN_OK;
+    for (uint16_t i = 0; i < rel->n_cols; i++) {
+        int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
+        m->batch_col[i] = idx;
+        if (idx < 0)
+            return firn_err_set(err, FIRN_ERR_SCHEMA,
+                                "column \"%s\" was added to source table \"%s.%s\" while "
+                                "streaming; run firn sync again to add it to table \"%s\"",
+                                rel->cols[i].name, rel->nspname, rel->relname, m->table->display);
+        if (rel->cols[i].type_oid != m->table->pg->columns[idx].type->oid)
+            return firn_err_set(err, FIRN_ERR_SCHEMA,
+                                "type of column \"%s\" of source table \"%s.%s\" changed while "
+                                "streaming; run firn sync again to evolve table \"%s\"",
+                                rel->cols[i].name, rel->nspname, rel->relname, m->table->display);
+    }
+    return FIRN_OK;
+}
+
+static firn_rc decode_value(firn__table *t,
+                            const firn_pg_column *pc,
+                            const firn_pgo_col *col,
+                            firn_column *out,
+                            firn_err *err)
+{
+    switch (col->kind) {
+    case FIRN_PGO_COL_NULL:
+        firn_column_append_null(out);
+        return FIRN_OK;
+    case FIRN_PGO_COL_BINARY:
+        return firn_pg_value_decode(pc->type, col->value.ptr, col->value.len, out, &t->stats, err);
+    case FIRN_PGO_COL_TEXT:
+        return firn_pg_value_decode_text(pc->type, col->value.ptr, col->value.len, out, &t->stats,
+                                         err);
+    default:
+        return firn_err_set(err, FIRN_ERR_INTERNAL, "unresolved unchanged value of column \"%s\"",
+                            pc->name);
+    }
+}
+
+/* Index of the last buffered row with the key of the row being built (row `row`), or -1. */
+static long prev_image(firn__table *t, size_t row, firn_buf *key)
+{
+    firn_buf_reset(key);
+    if (firn_batch_key_encode(t->buf, row, t->key_cols, t->n_key, key))
+        return -1;
+    firn_buf other;
+    firn_buf_init(&other, 1 << 20);
+    long found = -1;
+    for (size_t r = row; r-- > 0;) {
+        if (firn_batch_op(t->buf, r) == FIRN_OP_DELETE)
+            continue;
+        firn_buf_reset(&other);
+        if (firn_batch_key_encode(t->buf, r, t->key_cols, t->n_key, &other) == FIRN_OK &&
+            firn_slice_eq((firn_slice){key->data, key->len}, (firn_slice){other.data, other.len})) {
+            found = (long)r;
+            break;
+        }
+    }
+    firn_buf_deinit(&other);
+    return found;
+}
+
+/* Fetches the current values of unchanged TOAST columns by key (docs/cdc.md): the row as it is
+ * now, which a later change in the stream may still replace. */
+static firn_rc fetch_unchanged(cdc *c,
+                               rel_map *m,
+                               const firn_pgo_rel *rel,
+                               const firn_pgo_tuple *tup,
+                               firn_column **cols,
+                               firn_err *err)
+{
+    firn__table *t = m->table;
+    firn_buf sql;
+    firn_buf_init(&sql, 1 << 20);
+    uint16_t key_idx[32];
+    size_t n_keys = 0;
+    firn_rc rc = firn_pgo_toast_fetch_sql(&sql, rel, tup, key_idx, 32, &n_keys, err);
+    const char *values[32];
+    int lengths[32], formats[32];
+    for (size_t k = 0; rc == FIRN_OK && k < n_keys; k++) {
+        const firn_pgo_col *kc = &tup->cols[key_idx[k]];
+        firn_buf_reset(&c->scratch);
+        values[k] = (const char *)kc->value.ptr;
+        lengths[k] = (int)kc->value.len;
+        formats[k] = kc->kind == FIRN_PGO_COL_BINARY ? 1 : 0;
+    }
+    PGresult *res = NULL;
+    if (rc == FIRN_OK) {
+        PGconn *pq = firn_pg_conn_pq(c->e->sql);
+        res = PQexecParams(pq, (const char *)sql.data, (int)n_keys, NULL, values, lengths, formats,
+                           0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK)
+            rc = firn_err_set(err, FIRN_ERR_SOURCE,
+                              "could not fetch unchanged values of table \"%s\": %s",
+                              t->pg->qualified, PQerrorMessage(pq));
+    }
+    int field = 0;
+    for (uint16_t i = 0; rc == FIRN_OK && i < tup->n_cols; i++) {
+        if (tup->cols[i].kind != FIRN_PGO_COL_UNCHANGED)
+            continue;
+        const firn_pg_column *pc = &t->pg->columns[m->batch_col[i]];
+        if (PQntuples(res) == 0 || PQgetisnull(res, 0, field)) {
+            firn_column_append_null(cols[i]);
+        } else {
+            const char *v = PQgetvalue(res, 0, field);
+            rc = firn_pg_value_decode_text(pc->type, (const uint8_t *)v,
+                                           (size_t)PQgetlength(res, 0, field), cols[i], &t->stats,
+                                           err);
+        }
+        field++;
+    }
+    PQclear(res);
+    firn_buf_deinit(&sql);
+    return rc;
+}
+
+/* Appends one tuple as a row of the table's buffer. Columns the tuple lacks are null. */
+static firn_rc append_tuple(
+    cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_pgo_tuple *tup, firn_op op, firn_err *err)
+{
+    firn__table *t = m->table;
+    firn_column *cols[1024];
+    size_t n = tup->n_cols < m->n_cols ? tup->n_cols : m->n_cols;
+    if (n > 1024)
+        return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "table \"%s\" has more than 1024 columns",
+                            t->display);
+    bool seen[1024] = {false};
+    bool unchanged = false;
+    for (size_t i = 0; i < n; i++) {
+        cols[i] = firn_batch_column(t->buf, (size_t)m->batch_col[i]);
+        seen[m->batch_col[i]] = true;
+        if (tup->cols[i].kind == FIRN_PGO_COL_UNCHANGED) {
+            unchanged = true;
+            continue;
+        }
+        const firn_pg_column *pc = &t->pg->columns[m->batch_col[i]];
+        FIRN_TRY(decode_value(t, pc, &tup->cols[i], cols[i], err));
+    }
+    for (size_t k = 0; k < t->pg->n_columns; k++) {
+        if (!seen[k])
+            firn_column_append_null(firn_batch_column(t->buf, k));
+    }
+    if (unchanged) {
+        /* Key columns are decoded by now: look for an earlier image in this buffer. */
+        long prev = t->upsert ? prev_image(t, firn_batch_rows(t->buf), &c->scratch) : -1;
+        if (prev >= 0) {
+            for (size_t i = 0; i < n; i++) {
+                if (tup->cols[i].kind == FIRN_PGO_COL_UNCHANGED)
+                    firn_column_append_from(cols[i], cols[i], (size_t)prev);
+            }
+        } else {
+            FIRN_TRY(fetch_unchanged(c, m, rel, tup, cols, err));
+        }
+    }
+    return firn_batch_end_row(t->buf, op, c->txn_commit_lsn, err);
+}
+
+static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
+{
+    firn_pgo_msg *msg = ev->msg;
+    rel_map *m = rel_find(c, msg->change.relid);
+    if (!m || !m->table)
+        return FIRN_OK;
+    firn__table *t = m->table;
+    if (c->txn_commit_lsn <= t->committed_lsn)
+        return FIRN_OK; /* already in the table (exactly-once on restart) */
+    firn_batch_set_times(t->buf, c->txn_commit_us, INT64_MIN);
+    firn_rc rc = FIRN_OK;
+    switch (ev->type) {
+    case FIRN_PGO_INSERT:
+        rc = append_tuple(c, m, ev->rel, &msg->change.new_tuple, FIRN_OP_INSERT, err);
+        break;
+    case FIRN_PGO_UPDATE:
+        if (msg->change.old_kind == 'O')
+            (void)firn_pgo_toast_from_old(msg);
+        /* A key change arrives with the old key: delete it, then write the new row. */
+        if (t->upsert && msg->change.old_kind != 0)
+            rc = append_tuple(c, m, ev->rel, &msg->change.old_tuple, FIRN_OP_DELETE, err);
+        if (rc == FIRN_OK)
+            rc = append_tuple(c, m, ev->rel, &msg->change.new_tuple, FIRN_OP_UPDATE, err);
+        break;
+    case FIRN_PGO_DELETE:
+        rc = append_tuple(c, m, ev->rel, &msg->change.old_tuple, FIRN_OP_DELETE, err);
+        break;
+    default:
+        break;
+    }
+    if (rc)
+        firn_err_context(err, "while decoding a change of table \"%s\" at LSN %X/%X",
+                         t->pg->qualified, (unsigned)(c->txn_commit_lsn >> 32),
+                         (unsigned)c->txn_commit_lsn);
+    return rc;
+}
+
+/* Commits every table's buffer at the current transaction boundary, then acknowledges. */
+static firn_rc flush_all(cdc *c, firn_err *err)
+{
+    firn__engine *e = c->e;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (t->cdc)
+            FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
+    }
+    c->flushed_end_lsn = c->last_end_lsn;
+    c->last_flush_ns = firn_monotonic_ns();
+    if (c->flushed_end_lsn) {
+        firn_pgo_stream_confirm(c->s, c->flushed_end_lsn);
+        e->state.global_lsn = c->flushed_end_lsn;
+    }
+    return firn__engine_save_state(e, err);
+}
+
+static bool policy_due(cdc *c)
+{
+    const firn_destination_config *d = &c->e->cfg->destination;
+    const firn_sync_options *o = c->e->opts;
+    int64_t interval_ms =
+        o && o->commit_interval_ms ? o->commit_interval_ms : d->commit.interval_ms;
+    uint64_t max_bytes = o && o->commit_max_bytes ? o->commit_max_bytes : d->commit.max_bytes;
+    size_t bytes = 0, rows = 0;
+    for (size_t i = 0; i < c->e->n_tables; i++) {
+        bytes += firn_batch_bytes(c->e->tables[i]->buf);
+        rows += firn_batch_rows(c->e->tables[i]->buf);
+    }
+    if (bytes >= max_bytes)
+        return true;
+    return rows > 0 && (firn_monotonic_ns() - c->last_flush_ns) / 1000000 >= interval_ms;
+}
+
+/* Truncate: flush what came before, then replace each table's files by nothing. */
+static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
+{
+    FIRN_TRY(flush_all(c, err));
+    for (uint32_t i = 0; i < ev->msg->truncate.n_relids; i++) {
+        rel_map *m = rel_find(c, ev->msg->truncate.relids[i]);
+        if (!m || !m->table || c->txn_commit_lsn <= m->table->committed_lsn)
+            continue;
+        firn__table *t = m->table;
+        /* The position stays at the last whole transaction: rows after the TRUNCATE in the
+         * same transaction must not be skipped after a restart. */
+        if (firn_table_metadata_current_snapshot(t->cat.metadata))
+            FIRN_TRY(firn__table_commit(t, NULL, 0, NULL, 0, true, 0, NULL, err));
+        if (t->index) {
+            firn__pkindex_free(t->index);
+            t->index = firn__pkindex_new();
+            for (size_t k = 0; k < t->n_files; k++)
+                firn_data_file_deinit(&t->files[k]);
+            t->n_files = 0;
+        }
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": truncated", t->display);
+    }
+    return FIRN_OK;
+}
+
+static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
+{
+    c->last_event_ns = firn_monotonic_ns();
+    switch (ev->type) {
+    case FIRN_PGO_BEGIN:
+        c->in_txn = true;
+        c->txn_commit_lsn = ev->commit_lsn;
+        c->txn_commit_us = ev->commit_time_us;
+        return FIRN_OK;
+    case FIRN_PGO_RELATION:
+        return on_relation(c, ev, err);
+    case FIRN_PGO_INSERT:
+    case FIRN_PGO_UPDATE:
+    case FIRN_PGO_DELETE:
+        return on_change(c, ev, err);
+    case FIRN_PGO_TRUNCATE:
+        return on_truncate(c, ev, err);
+    case FIRN_PGO_COMMIT:
+        c->in_txn = false;
+        c->last_end_lsn = ev->end_lsn;
+        c->done_commit_lsn = ev->commit_lsn;
+        if (policy_due(c))
+            return flush_all(c, err);
+        return FIRN_OK;
+    default:
+        return FIRN_OK; /* Type, Origin, Message: nothing to store */
+    }
+}
+
+static bool buffers_empty(const firn__engine *e)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (firn_batch_rows(e->tables[i]->buf))
+            return false;
+    }
+    return true;
+}
+
+/* How far the slot's walsender has decoded and sent (pg_stat_replication.sent_lsn). */
+static firn_rc sent_lsn(cdc *c, uint64_t *out, firn_err *err)
+{
+    const char *slot = c->e->cfg->source.slot;
+    if (strchr(slot, '\''))
+        return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);
+    char sql[512], text[64];
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(r.sent_lsn, '0/0')::text FROM pg_replication_slots s "
+             "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = '%s'",
+             slot);
+    FIRN_TRY(firn_pg_conn_query_value(c->e->sql, sql, text, sizeof(text), err));
+    return firn_lsn_parse(text, out, err);
+}
+
+/* Catch-up run: is everything up to the WAL position at start read? True once a transaction
+ * ending at or past it was read, or once the server has decoded and sent past it and nothing
+ * more arrived. */
+static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
+{
+    *out = false;
+    if (c->in_txn)
+        return FIRN_OK;
+    if (c->last_end_lsn >= c->target_lsn) {
+        *out = true;
+        return FIRN_OK;
+    }
+    int64_t idle_ms = (firn_monotonic_ns() - c->last_event_ns) / 1000000;
+    if (idle_ms < CATCHUP_PROBE_MS)
+        return FIRN_OK;
+    uint64_t sent = 0;
+    FIRN_TRY(sent_lsn(c, &sent, err));
+    if (sent >= c->target_lsn) {
+        *out = true;
+    } else if (idle_ms >= CATCHUP_GIVE_UP_MS) {
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "the server has not sent WAL up to %X/%X after %d s idle; ending the run",
+                 (unsigned)(c->target_lsn >> 32), (unsigned)c->target_lsn,
+                 CATCHUP_GIVE_UP_MS / 1000);
+        *out = true;
+    }
+    return FIRN_OK;
+}
+
+static firn_rc current_wal_lsn(firn__engine *e, uint64_t *out, firn_err *err)
+{
+    char text[64];
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, "SELECT pg_current_wal_lsn()::text", text,
+                                      sizeof(text), err));
+    return firn_lsn_parse(text, out, err);
+}
+
+static bool stop_requested(const firn__engine *e)
+{
+    return e->opts && e->opts->stop && *e->opts->stop;
+}
+
+firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
+{
+    cdc c = {0};
+    c.e = e;
+    c.s = s;
+    c.last_flush_ns = firn_monotonic_ns();
+    c.last_event_ns = c.last_flush_ns;
+    firn_buf_init(&c.scratch, 1 << 20);
+    bool follow = e->opts && e->opts->follow;
+    firn_rc rc = follow ? FIRN_OK : current_wal_lsn(e, &c.target_lsn, err);
+    if (rc == FIRN_OK && !follow)
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine", "catch-up run: streaming up to WAL position %X/%X",
+                 (unsigned)(c.target_lsn >> 32), (unsigned)c.target_lsn);
+    while (rc == FIRN_OK) {
+        if (stop_requested(e)) {
+            if (!c.in_txn) {
+                rc = flush_all(&c, err);
+                if (rc == FIRN_OK)
+                    rc = FIRN_ERR_CANCELLED;
+                break;
+            }
+        }
+        firn_pgo_event ev;
+        rc = firn_pgo_stream_next(s, NEXT_TIMEOUT_MS, &ev, err);
+        if (rc)
+            break;
+        if (ev.type != 0) {
+            FIRN_LOG(FIRN_LOG_TRACE, "engine", "event %s commit %X/%X end %X/%X",
+                     firn_pgo_msg_type_name(ev.type), (unsigned)(ev.commit_lsn >> 32),
+                     (unsigned)ev.commit_lsn, (unsigned)(ev.end_lsn >> 32), (unsigned)ev.end_lsn);
+            rc = on_event(&c, &ev, err);
+            if (rc == FIRN_OK && !follow && ev.type == FIRN_PGO_COMMIT &&
+                c.last_end_lsn >= c.target_lsn)
+                break;
+            continue;
+        }
+        /* Idle: commit what waits when the interval passed; a catch-up run ends here. */
+        if (!c.in_txn && !buffers_empty(e) && policy_due(&c))
+            rc = flush_all(&c, err);
+        bool done = false;
+        if (rc == FIRN_OK && !follow)
+            rc = caught_up(&c, &done, err);
+        if (rc == FIRN_OK && done)
+            break;
+    }
+    if (rc == FIRN_OK)
+        rc = flush_all(&c, err);
+    for (size_t i = 0; i < c.n_rels; i++)
+        firn_free(c.rels[i].batch_col);
+    firn_free(c.rels);
+    firn_buf_deinit(&c.scratch);
+    return rc;
+}

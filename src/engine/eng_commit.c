@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Committing to a table: a snapshot per flush with the source position and a commit id in its
+ * summary (DESIGN.md "Exactly-once"), optimistic retries on conflict, resolution of unknown
+ * outcomes by commit id; and the flush of a table's buffered changes (fold by key, data files,
+ * position deletes through the key index). */
+#include "engine_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define COMMIT_ATTEMPTS    8
+#define MERGE_MANIFESTS_AT 100
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* True when a snapshot of the table's main lineage carries commit_id. */
+static bool has_commit(const firn_table_metadata *md, const char *commit_id)
+{
+    for (size_t i = 0; i < md->n_snapshots; i++) {
+        const char *v = firn_props_get(&md->snapshots[i]->summary, FIRN_SUMMARY_COMMIT_ID);
+        if (v && strcmp(v, commit_id) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void summary_from_props(firn_summary *out, const firn_props *p)
+{
+    firn_summary_init(out);
+    for (size_t i = 0; i < p->n; i++)
+        firn_summary_set(out, p->keys[i], p->vals[i]);
+}
+
+typedef struct commit_req {
+    const firn_data_file *data;
+    size_t n_data;
+    const firn_data_file *deletes;
+    size_t n_deletes;
+    bool truncate;
+    const firn_summary *extra;
+} commit_req;
+
+/* One attempt: manifests and list on the current metadata, then the catalog's
+ * compare-and-swap. */
+static firn_rc commit_once(firn__table *t, const commit_req *q, firn_err *err)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    const firn_snapshot *parent = firn_table_metadata_current_snapshot(md);
+    const firn_schema *schema = firn_table_metadata_schema(md);
+    firn_summary parent_summary;
+    if (parent)
+        summary_from_props(&parent_summary, &parent->summary);
+    firn_buf schema_json;
+    firn_buf_init(&schema_json, 64u << 20);
+    char meta_dir[4096];
+    snprintf(meta_dir, sizeof(meta_dir), "%s/metadata", md->location);
+    firn_snapshot_result res = {0};
+    firn_snapshot *snap = NULL;
+    firn_table_changes ch;
+    firn_table_changes_init(&ch);
+    firn_rc rc = firn_schema_to_json(schema, &schema_json, err);
+    if (rc)
+        goto out;
+    firn_snapshot_input in = {0};
+    in.format_version = 2;
+    in.snapshot_id = firn_snapshot_id_new();
+    in.parent_snapshot_id = parent ? parent->snapshot_id : -1;
+    in.sequence_number = md->last_sequence_number + 1;
+    in.metadata_location = meta_dir;
+    in.parent_manifest_list = parent ? parent->manifest_list : NULL;
+    in.parent_summary = parent ? &parent_summary : NULL;
+    in.spec = firn_table_metadata_spec(md);
+    in.schema = schema->root;
+    in.schema_json = (const char *)schema_json.data;
+    in.schema_id = schema->schema_id;
+    in.added_data = q->data;
+    in.n_added_data = q->n_data;
+    in.added_deletes = q->deletes;
+    in.n_added_deletes = q->n_deletes;
+    in.truncate = q->truncate && parent != NULL;
+    in.merge_min_count = MERGE_MANIFESTS_AT;
+    in.extra = q->extra;
+    in.codec = FIRN_AVRO_CODEC_DEFLATE;
+    rc = firn_snapshot_produce(t->eng->io, &in, &res, err);
+    if (rc)
+        goto out;
+    snap = firn_snapshot_new(in.snapshot_id, in.sequence_number, firn_now_us() / 1000,
+                             res.manifest_list);
+    snap->parent_snapshot_id = in.parent_snapshot_id;
+    snap->schema_id = schema->schema_id;
+    for (size_t i = 0; i < res.summary.n; i++)
+        firn_props_set(&snap->summary, res.summary.kv[i].key, res.summary.kv[i].value);
+    firn_table_changes_require_uuid(&ch, md->table_uuid);
+    firn_table_changes_require_ref(&ch, "main", parent ? parent->snapshot_id : -1);
+    firn_table_changes_add_snapshot(&ch, snap);
+    firn_table_changes_set_ref(&ch, "main", in.snapshot_id, false);
+    firn_catalog_table next = {0};
+    rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &next, err);
+    if (rc == FIRN_OK) {
+        firn_catalog_table_deinit(&t->cat);
+        t->cat = next;
+    }
+out:
+    firn_table_changes_deinit(&ch);
+    firn_snapshot_free(snap);
+    firn_snapshot_result_deinit(&res);
+    firn_buf_deinit(&schema_json);
+    if (parent)
+        firn_summary_deinit(&parent_summary);
+    return rc;
+}
+
+static firn_rc reload(firn__table *t, firn_err *err)
+{
+    firn_catalog_table next = {0};
+    FIRN_TRY(firn_catalog_load_table(t->eng->catalog, t->ns, t->name, &next, err));
+    firn_catalog_table_deinit(&t->cat);
+    t->cat = next;
+    return FIRN_OK;
+}
+
+firn_rc firn__table_commit(firn__table *t,
+                           const firn_data_file *data,
+                           size_t n_data,
+                           const firn_data_file *deletes,
+                           size_t n_deletes,
+                           bool truncate,
+                           uint64_t lsn,
+                           const firn_summary *extra,
+                           firn_err *err)
+{
+    firn_summary keys;
+    firn_summary_init(&keys);
+    if (extra) {
+        for (size_t i = 0; i < extra->n; i++)
+            firn_summary_set(&keys, extra->kv[i].key, extra->kv[i].value);
+    }
+    uint8_t raw[16];
+    char commit_id[37];
+    firn_uuid_v4(raw);
+    firn_uuid_format(raw, commit_id);
+    firn_summary_set(&keys, FIRN_SUMMARY_COMMIT_ID, commit_id);
+    uint64_t keep = lsn > t->committed_lsn ? lsn : t->committed_lsn; /* never backwards */
+    if (keep)
+        firn_summary_set_i64(&keys, FIRN_SUMMARY_LSN, (int64_t)keep);
+    firn_summary_set(&keys, "engine-name", "firn");
+    firn_summary_set(&keys, "engine-version", FIRN_VERSION);
+    commit_req q = {data, n_data, deletes, n_deletes, truncate, &keys};
+    firn_rc rc = FIRN_OK;
+    int backoff_ms = 50;
+    for (int attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
+        rc = commit_once(t, &q, err);
+        if (rc == FIRN_OK)
+            break;
+        if (rc == FIRN_ERR_UNKNOWN_OUTCOME || firn_rc_is_transient(rc)) {
+            /* Never retry blindly: reload and look for our commit first. */
+            firn_err lerr = {0};
+            if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id)) {
+                rc = FIRN_OK;
+                break;
+            }
+            FIRN_LOG(FIRN_LOG_WARN, "engine",
+                     "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
+                     err ? err->msg : firn_rc_message(rc));
+            sleep_ms(backoff_ms);
+            backoff_ms = backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2;
+            continue;
+        }
+        break;
+    }
+    if (rc == FIRN_OK && keep)
+        t->committed_lsn = keep;
+    if (rc)
+        firn_err_context(err, "while committing to table \"%s\"", t->display);
+    firn_summary_deinit(&keys);
+    return rc;
+}
+
+/* ---- flushing buffered changes ------------------------------------------------------------ */
+
+static firn__write_ctx write_ctx(firn__table *t, char *data_dir, size_t cap)
+{
+    snprintf(data_dir, cap, "%s/data", t->cat.metadata->location);
+    firn__write_ctx w = {t->eng->io, data_dir, t->schema, firn_table_metadata_spec(t->cat.metadata),
+                         &t->eng->pq};
+    return w;
+}
+
+/* Groups position deletes by the partition of their data file (Iceberg Java rejects a delete
+ * file whose partition differs from its data files'). */
+static void group_deletes(firn__table *t,
+                          firn__posdel *dels,
+                          size_t n,
+                          const firn_value ***out_parts,
+                          size_t *out_n_parts)
+{
+    const firn_value **parts = firn_calloc(n ? n : 1, sizeof(*parts));
+    uint32_t *owner = firn_calloc(n ? n : 1, sizeof(uint32_t));
+    size_t n_parts = 0;
+    for (size_t i = 0; i < n; i++) {
+        const firn_data_file *f = &t->files[dels[i].group];
+        size_t g = 0;
+        for (; g < n_parts; g++) {
+            const firn_data_file *o = &t->files[owner[g]];
+            bool same = o->n_partition == f->n_partition;
+            for (size_t k = 0; same && k < f->n_partition; k++)
+                same = (o->partition[k].is_null && f->partition[k].is_null) ||
+                       (!o->partition[k].is_null && !f->partition[k].is_null &&
+                        firn_value_compare(&o->partition[k], &f->partition[k]) == 0);
+            if (same)
+                break;
+        }
+        if (g == n_parts) {
+            owner[n_parts] = dels[i].group;
+            parts[n_parts++] = f->partition;
+        }
+        dels[i].group = (uint32_t)g;
+    }
+    firn_free(owner);
+    *out_parts = parts;
+    *out_n_parts = n_parts;
+}
+
+typedef struct flush_out {
+    firn_data_file *files;
+    size_t n_files;
+    firn__rowloc *locs;
+    firn__posdel *dels;
+    size_t n_dels;
+} flush_out;
+
+static void flush_out_free(flush_out *o)
+{
+    for (size_t i = 0; i < o->n_files; i++)
+        firn_data_file_deinit(&o->files[i]);
+    firn_free(o->files);
+    firn_free(o->locs);
+    firn_free(o->dels);
+}
+
+/* Position deletes for every folded key that has a live row in the table. */
+static void collect_deletes(firn__table *t, const firn__fold *f, flush_out *o)
+{
+    o->dels = firn_calloc(f->n_keys ? f->n_keys : 1, sizeof(*o->dels));
+    for (size_t k = 0; k < f->n_keys; k++) {
+        firn__pkloc loc;
+        const uint8_t *key = f->keys.data + f->key_offsets[k];
+        size_t len = f->key_offsets[k + 1] - f->key_offsets[k];
+        if (!firn__pkindex_get(t->index, key, len, &loc))
+            continue;
+        firn__posdel *d = &o->dels[o->n_dels++];
+        d->path = firn__pkindex_file(t->index, loc.file);
+        d->pos = loc.pos;
+        d->group = loc.file;
+    }
+}
+
+/* After the commit: deleted keys leave the index, upserted keys point at their new rows. */
+static void update_index(firn__table *t, const firn__fold *f, const flush_out *o)
+{
+    uint32_t *ords = firn_calloc(o->n_files ? o->n_files : 1, sizeof(uint32_t));
+    for (size_t i = 0; i < o->n_files; i++) {
+        if (o->files[i].content == FIRN_CONTENT_DATA)
+            ords[i] = firn__table_add_file(t, &o->files[i]);
+    }
+    for (size_t k = 0; k < f->n_keys; k++) {
+        const uint8_t *key = f->keys.data + f->key_offsets[k];
+        size_t len = f->key_offsets[k + 1] - f->key_offsets[k];
+        if (k >= f->n_upserts) {
+            firn__pkindex_remove(t->index, key, len);
+            continue;
+        }
+        firn__pkloc loc = {ords[o->locs[k].file], o->locs[k].pos};
+        firn__pkindex_put(t->index, key, len, loc);
+    }
+    firn_free(ords);
+}
+
+static firn_rc flush_upsert(firn__table *t, uint64_t lsn, firn_err *err)
+{
+    firn__fold f;
+    FIRN_TRY(firn__fold_run(t->buf, t->key_cols, t->n_key, &f, err));
+    flush_out o = {0};
+    char data_dir[4096];
+    firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
+    o.locs = firn_calloc(f.n_upserts ? f.n_upserts : 1, sizeof(*o.locs));
+    collect_deletes(t, &f, &o);
+    firn_rc rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files,
+                                        &o.n_files, o.locs, err);
+    size_t n_data = o.n_files;
+    const firn_value **parts = NULL;
+    size_t n_parts = 0;
+    if (rc == FIRN_OK && o.n_dels) {
+        group_deletes(t, o.dels, o.n_dels, &parts, &n_parts);
+        const firn_partition_spec *spec = firn_table_metadata_spec(t->cat.metadata);
+        rc = firn__write_position_deletes(&w, o.dels, o.n_dels, parts, spec->n_fields,
+                                          spec->spec_id, &o.files, &o.n_files, err);
+    }
+    if (rc == FIRN_OK && (o.n_files > 0 || lsn > t->committed_lsn)) {
+        if (o.n_files > 0)
+            rc = firn__table_commit(t, o.files, n_data, o.files + n_data, o.n_files - n_data, false,
+                                    lsn, NULL, err);
+        else
+            t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
+    }
+    if (rc == FIRN_OK) {
+        update_index(t, &f, &o);
+        t->rows_written += f.n_upserts;
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": committed %zu rows, %zu deletes, %zu files, lsn %llu", t->display,
+                 f.n_upserts, o.n_dels, o.n_files, (unsigned long long)lsn);
+    }
+    firn_free(parts);
+    flush_out_free(&o);
+    firn__fold_free(&f);
+    return rc;
+}
+
+static firn_rc flush_append(firn__table *t, uint64_t lsn, firn_err *err)
+{
+    flush_out o = {0};
+    char data_dir[4096];
+    firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
+    firn_rc rc = firn__write_data_files(&w, t->buf, NULL, 0, &o.files, &o.n_files, NULL, err);
+    if (rc == FIRN_OK && o.n_files)
+        rc = firn__table_commit(t, o.files, o.n_files, NULL, 0, false, lsn, NULL, err);
+    if (rc == FIRN_OK) {
+        t->rows_written += firn_batch_rows(t->buf);
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu change rows, lsn %llu",
+                 t->display, firn_batch_rows(t->buf), (unsigned long long)lsn);
+    }
+    flush_out_free(&o);
+    return rc;
+}
+
+firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err)
+{
+    if (firn_batch_rows(t->buf) == 0)
+        return FIRN_OK;
+    firn_rc rc = t->upsert ? flush_upsert(t, lsn, err) : flush_append(t, lsn, err);
+    if (rc == FIRN_OK) {
+        firn_batch_reset(t->buf);
+        firn__engine_note_commit(t->eng, t);
+    }
+    return rc;
+}

@@ -1,0 +1,367 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The engine's entry points: `firn sync` (backfill and CDC per stream, exactly once), `check`,
+ * `discover` and `status`. Each failure records where it happened (source, destination or
+ * configuration) so the CLI can choose the exit code. */
+#include "cfg_int.h"
+#include "engine_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local firn_fault last_fault;
+
+firn_fault firn_engine_last_fault(void)
+{
+    return last_fault;
+}
+
+static firn_rc fail(firn_fault where, firn_rc rc)
+{
+    if (rc)
+        last_fault = where;
+    return rc;
+}
+
+/* ---- state -------------------------------------------------------------------------------- */
+
+static void copy_state(firn_state *dst, const firn_state *src)
+{
+    dst->global_lsn = src->global_lsn;
+    for (size_t i = 0; i < src->count; i++) {
+        const firn_stream_state *s = &src->items[i];
+        firn_stream_state *d = firn_state_stream(dst, s->namespace, s->name, true);
+        d->sync_mode = s->sync_mode;
+        d->backfill_done = s->backfill_done;
+        d->chunks_done = s->chunks_done;
+        d->committed_lsn = s->committed_lsn;
+        d->last_commit_us = s->last_commit_us;
+        d->snapshot_id = s->snapshot_id;
+        if (s->cursor_field)
+            d->cursor_field = firn_strdup(s->cursor_field);
+        if (s->cursor_value)
+            d->cursor_value = firn_strdup(s->cursor_value);
+    }
+}
+
+firn_rc firn__engine_save_state(firn__engine *e, firn_err *err)
+{
+    if (!e->cfg->state_path)
+        return FIRN_OK;
+    return firn_state_save(&e->state, e->cfg->state_path, err);
+}
+
+void firn__engine_note_commit(firn__engine *e, firn__table *t)
+{
+    firn_stream_state *st =
+        firn_state_stream(&e->state, t->stream->namespace, t->stream->name, true);
+    st->sync_mode = t->stream->sync_mode;
+    st->backfill_done = !t->needs_backfill;
+    st->committed_lsn = t->committed_lsn;
+    st->last_commit_us = firn_now_us();
+    const firn_snapshot *s = firn_table_metadata_current_snapshot(t->cat.metadata);
+    st->snapshot_id = s ? s->snapshot_id : 0;
+}
+
+/* ---- opening the engine ------------------------------------------------------------------- */
+
+static firn_rc open_catalog(firn__engine *e, firn_err *err)
+{
+    const firn_catalog_config *cc = &e->cfg->destination.catalog;
+    if (cc->kind != FIRN_CATALOG_SQL)
+        return fail(FIRN_FAULT_CONFIG,
+                    firn_err_set(err, FIRN_ERR_UNSUPPORTED,
+                                 "destination catalog kind \"rest\" is not available in this "
+                                 "build; use the embedded SQL catalog"));
+    e->io = firn_io_local_new();
+    firn_catalog_sql_opts o = {cc->name, cc->uri, cc->warehouse, e->io, 0};
+    firn_rc rc = firn_catalog_sql_open(&o, &e->catalog, err);
+    if (rc)
+        firn_err_context(err, "while opening catalog \"%s\"", cc->uri ? cc->uri : "");
+    return fail(FIRN_FAULT_DESTINATION, rc);
+}
+
+static firn_rc open_source(firn__engine *e, firn_err *err)
+{
+    FIRN_TRY(
+        fail(FIRN_FAULT_CONFIG, firn_source_conninfo(&e->cfg->source, false, &e->conninfo, err)));
+    memset(&e->conn, 0, sizeof(e->conn));
+    e->conn.uri = e->conninfo;
+    e->conn.application_name = "firn";
+    e->conn.connect_timeout_s = (int)(e->cfg->source.connect_timeout_ms / 1000);
+    return fail(FIRN_FAULT_SOURCE, firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &e->sql, err));
+}
+
+static void pq_options(firn__engine *e)
+{
+    const firn_destination_config *d = &e->cfg->destination;
+    static const firn_pq_codec codecs[] = {FIRN_PQ_ZSTD, FIRN_PQ_SNAPPY, FIRN_PQ_GZIP,
+                                           FIRN_PQ_UNCOMPRESSED};
+    firn_pq_options_init(&e->pq);
+    e->pq.codec = codecs[d->compression];
+    e->pq.compression_level = (int)d->compression_level;
+    if (d->target_file_bytes)
+        e->pq.file_bytes = d->target_file_bytes;
+    if (d->row_group_bytes)
+        e->pq.row_group_bytes = d->row_group_bytes;
+    if (d->page_bytes)
+        e->pq.page_bytes = d->page_bytes;
+}
+
+static firn_rc discover_selected(firn__engine *e, firn_err *err)
+{
+    const firn_streams_config *ss = &e->cfg->streams;
+    char **patterns = firn_calloc(ss->count ? ss->count : 1, sizeof(char *));
+    size_t n = 0;
+    for (size_t i = 0; i < ss->count; i++) {
+        if (!ss->items[i].selected)
+            continue;
+        firn_buf b;
+        firn_buf_init(&b, 4096);
+        firn_rc_ignore(firn_buf_appendf(&b, "%s.%s", ss->items[i].namespace, ss->items[i].name));
+        patterns[n++] = (char *)firn_buf_take(&b, NULL);
+    }
+    firn_rc rc = FIRN_OK;
+    if (n == 0)
+        rc = firn_err_set(err, FIRN_ERR_CONFIG,
+                          "no stream is selected; run firn discover and select streams");
+    else
+        rc = firn_pg_discover(e->sql, (const char *const *)patterns, n, &e->pgcat, err);
+    for (size_t i = 0; i < n; i++)
+        firn_free(patterns[i]);
+    firn_free(patterns);
+    return fail(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
+}
+
+static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err *err)
+{
+    firn_pg_table *pg = firn_pg_catalog_find(e->pgcat, s->namespace, s->name);
+    if (!pg)
+        return fail(FIRN_FAULT_SOURCE,
+                    firn_err_set(err, FIRN_ERR_NOT_FOUND, "source table \"%s.%s\" does not exist",
+                                 s->namespace, s->name));
+    if (s->primary_key.count)
+        FIRN_TRY(fail(FIRN_FAULT_CONFIG,
+                      firn_pg_table_set_key(pg, (const char *const *)s->primary_key.items,
+                                            s->primary_key.count, err)));
+    firn__table *t = firn_calloc(1, sizeof(*t));
+    e->tables = firn_reallocarray(e->tables, e->n_tables + 1, sizeof(*e->tables));
+    e->tables[e->n_tables++] = t;
+    t->eng = e;
+    t->stream = s;
+    t->pg = pg;
+    t->ns = firn_strdup(s->target_namespace);
+    t->name = firn_strdup(s->target_table);
+    firn_buf d;
+    firn_buf_init(&d, 4096);
+    firn_rc_ignore(firn_buf_appendf(&d, "%s.%s", t->ns, t->name));
+    t->display = (char *)firn_buf_take(&d, NULL);
+    t->upsert = !s->append_mode && pg->n_key > 0;
+    if (!s->append_mode && pg->n_key == 0)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\" has no primary key: written in append mode (set primary_key in "
+                 "the streams file for upserts)",
+                 pg->qualified);
+    firn_rc rc = firn__table_open(t, err);
+    if (rc)
+        firn_err_context(err, "while opening table \"%s\"", t->display);
+    return fail(rc == FIRN_ERR_SCHEMA || rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG
+                                                               : FIRN_FAULT_DESTINATION,
+                rc);
+}
+
+static void engine_close(firn__engine *e)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table_deinit(e->tables[i]);
+        firn_free(e->tables[i]);
+    }
+    firn_free(e->tables);
+    firn_pg_catalog_free(e->pgcat);
+    firn_pg_conn_close(e->sql);
+    firn_catalog_free(e->catalog);
+    firn_io_free(e->io);
+    firn_state_free(&e->state);
+    if (e->conninfo) {
+        memset(e->conninfo, 0, strlen(e->conninfo)); /* holds the password */
+        firn_free(e->conninfo);
+    }
+}
+
+static firn_rc
+engine_open(firn__engine *e, const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
+{
+    memset(e, 0, sizeof(*e));
+    e->cfg = cfg;
+    e->opts = opts;
+    copy_state(&e->state, &cfg->state);
+    pq_options(e);
+    FIRN_TRY(open_source(e, err));
+    FIRN_TRY(open_catalog(e, err));
+    FIRN_TRY(discover_selected(e, err));
+    for (size_t i = 0; i < cfg->streams.count; i++) {
+        if (cfg->streams.items[i].selected)
+            FIRN_TRY(add_table(e, &cfg->streams.items[i], err));
+    }
+    return FIRN_OK;
+}
+
+/* ---- sync --------------------------------------------------------------------------------- */
+
+static bool slot_exists(firn__engine *e, const char *slot, firn_err *err, firn_rc *rc)
+{
+    char sql[512], out[16];
+    char *lit = firn_strdup(slot);
+    for (char *p = lit; *p; p++) {
+        if (*p == '\'')
+            *p = '_'; /* slot names are [a-z0-9_]; a quote cannot name a real slot */
+    }
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s'",
+             lit);
+    firn_free(lit);
+    *rc = firn_pg_conn_query_value(e->sql, sql, out, sizeof(out), err);
+    return *rc == FIRN_OK && strcmp(out, "1") == 0;
+}
+
+/* Creates the publication for the CDC tables when firn may and it is missing. */
+static firn_rc ensure_publication(firn__engine *e, firn_err *err)
+{
+    const firn_source_config *src = &e->cfg->source;
+    char sql[1024], out[16];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_publication WHERE pubname = '%s'",
+             src->publication);
+    if (strchr(src->publication, '\''))
+        return firn_err_set(err, FIRN_ERR_CONFIG, "invalid publication name \"%s\"",
+                            src->publication);
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, sql, out, sizeof(out), err));
+    if (strcmp(out, "0") != 0 || !src->create_publication)
+        return FIRN_OK;
+    firn_buf b;
+    firn_buf_init(&b, 1 << 20);
+    firn_rc_ignore(firn_buf_appendf(&b, "CREATE PUBLICATION \"%s\" FOR TABLE ", src->publication));
+    bool first = true;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (!e->tables[i]->cdc)
+            continue;
+        firn_rc_ignore(
+            firn_buf_appendf(&b, "%s%s", first ? "" : ", ", e->tables[i]->pg->qualified));
+        first = false;
+    }
+    firn_rc_ignore(firn_buf_append_cstr(&b, " WITH (publish_via_partition_root = true)"));
+    firn_rc rc = firn_pg_conn_exec(e->sql, (const char *)b.data, err);
+    if (rc == FIRN_OK)
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "created publication \"%s\"", src->publication);
+    firn_buf_deinit(&b);
+    return rc;
+}
+
+static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
+{
+    firn_pg_conn *exp = NULL;
+    char snapshot[128];
+    FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &exp, err)));
+    firn_rc rc = firn_pg_snapshot_export(exp, snapshot, sizeof(snapshot), err);
+    if (rc == FIRN_OK)
+        rc = firn__backfill_run(e, snapshot, 0, 0, err);
+    firn_pg_conn_close(exp);
+    return fail(FIRN_FAULT_SOURCE, rc);
+}
+
+static firn_rc run_cdc(firn__engine *e, firn_err *err)
+{
+    const firn_source_config *src = &e->cfg->source;
+    FIRN_TRY(fail(FIRN_FAULT_SOURCE, ensure_publication(e, err)));
+    const char *pubs[1] = {src->publication};
+    firn_pgo_config pc = {0};
+    pc.conninfo = e->conninfo;
+    pc.slot_name = src->slot;
+    pc.publications = pubs;
+    pc.n_publications = 1;
+    pc.text_values = true;
+    firn_pgo_stream *s = NULL;
+    FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pgo_stream_open(&pc, &s, err)));
+    firn_pgo_table *tabs = firn_calloc(e->n_tables, sizeof(*tabs));
+    size_t n = 0;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (e->tables[i]->cdc) {
+            tabs[n].schema = e->tables[i]->pg->schema_name;
+            tabs[n++].name = e->tables[i]->pg->name;
+        }
+    }
+    firn_rc rc = FIRN_OK;
+    bool have_slot = slot_exists(e, src->slot, err, &rc);
+    if (rc == FIRN_OK)
+        rc = firn_pgo_stream_preflight(s, tabs, n, !have_slot && src->create_slot, NULL, err);
+    if (rc == FIRN_OK && !have_slot) {
+        char *snapshot = NULL;
+        uint64_t consistent = 0;
+        rc = firn_pgo_stream_create_slot(s, &snapshot, &consistent, err);
+        if (rc == FIRN_OK) {
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "created replication slot \"%s\"", src->slot);
+            rc = firn__backfill_run(e, snapshot, consistent, consistent ? consistent - 1 : 0, err);
+        }
+        firn_free(snapshot);
+    } else if (rc == FIRN_OK) {
+        /* The user's slot: copy in a fresh snapshot; replaying from the slot is idempotent in
+         * upsert mode (DESIGN.md "Exactly-once"). */
+        rc = backfill_without_slot(e, err);
+    }
+    if (rc == FIRN_OK)
+        rc = fail(FIRN_FAULT_SOURCE, firn_pgo_stream_start(s, 0, err));
+    if (rc == FIRN_OK)
+        rc = firn__cdc_run(e, s, err);
+    firn_free(tabs);
+    firn_pgo_stream_free(s);
+    return fail(FIRN_FAULT_SOURCE, rc);
+}
+
+firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
+{
+    last_fault = FIRN_FAULT_NONE;
+    firn__engine e;
+    int64_t t0 = firn_monotonic_ns();
+    firn_rc rc = engine_open(&e, cfg, opts, err);
+    bool cdc = false, backfill = false;
+    for (size_t i = 0; rc == FIRN_OK && i < e.n_tables; i++) {
+        cdc |= e.tables[i]->cdc;
+        backfill |= e.tables[i]->needs_backfill;
+    }
+    if (rc == FIRN_OK && cdc)
+        rc = run_cdc(&e, err);
+    else if (rc == FIRN_OK && backfill)
+        rc = backfill_without_slot(&e, err);
+    if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
+        firn_rc src = firn__engine_save_state(&e, err);
+        if (src)
+            rc = fail(FIRN_FAULT_NONE, src);
+    }
+    if (rc == FIRN_OK) {
+        uint64_t rows = 0;
+        for (size_t i = 0; i < e.n_tables; i++)
+            rows += e.tables[i]->rows_written;
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "sync finished: %zu tables, %llu rows written, %.1f s",
+                 e.n_tables, (unsigned long long)rows, (double)(firn_monotonic_ns() - t0) / 1e9);
+    }
+    engine_close(&e);
+    return rc;
+}
+
+firn_rc firn_engine_check(const firn_config *cfg, firn_err *err)
+{
+    firn_rc rc = firn__engine_check(cfg, err);
+    last_fault = rc ? firn__entry_fault() : FIRN_FAULT_NONE;
+    return rc;
+}
+
+firn_rc firn_engine_discover(const firn_config *cfg, const char *streams_out_path, firn_err *err)
+{
+    firn_rc rc = firn__engine_discover(cfg, streams_out_path, err);
+    last_fault = rc ? firn__entry_fault() : FIRN_FAULT_NONE;
+    return rc;
+}
+
+firn_rc firn_engine_status(const firn_config *cfg, FILE *out, firn_err *err)
+{
+    firn_rc rc = firn__engine_status(cfg, out, err);
+    last_fault = rc ? firn__entry_fault() : FIRN_FAULT_NONE;
+    return rc;
+}

@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A synced table: creating or opening its Iceberg table, keeping the table's schema in step with
+ * the source's, reading the committed source position back from snapshot summaries
+ * (DESIGN.md "Exactly-once") and loading the primary-key index from the live files. */
+#include "engine_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Largest metadata-related file read back (manifests, delete files). */
+#define READ_MAX_BYTES ((size_t)1 << 31)
+
+void firn__table_deinit(firn__table *t)
+{
+    firn_free(t->ns);
+    firn_free(t->name);
+    firn_free(t->display);
+    firn_catalog_table_deinit(&t->cat);
+    firn__pkindex_free(t->index);
+    for (size_t i = 0; i < t->n_files; i++)
+        firn_data_file_deinit(&t->files[i]);
+    firn_free(t->files);
+    for (size_t i = 0; i < t->n_pending; i++)
+        firn_data_file_deinit(&t->pending[i]);
+    firn_free(t->pending);
+    firn_batch_free(t->buf);
+    pthread_mutex_destroy(&t->mu);
+}
+
+uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f)
+{
+    t->files = firn_reallocarray(t->files, t->n_files + 1, sizeof(*t->files));
+    firn_data_file *dst = &t->files[t->n_files];
+    firn_data_file_init(dst, FIRN_CONTENT_DATA, f->file_path, f->spec_id);
+    if (f->n_partition)
+        firn_data_file_set_partition(dst, f->partition, f->n_partition);
+    uint32_t ord = firn__pkindex_add_file(t->index, f->file_path);
+    FIRN_ASSERT(ord == t->n_files);
+    t->n_files++;
+    return ord;
+}
+
+/* ---- schema ------------------------------------------------------------------------------- */
+
+static const firn_field *child_named(const firn_field *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_children; i++) {
+        if (strcmp(f->children[i]->name, name) == 0)
+            return f->children[i];
+    }
+    return NULL;
+}
+
+/* Copies Iceberg field ids from src onto dst, matching struct fields by name and list/map
+ * children by position (the table is the authority on ids: ICEBERG.md §0 item 11). */
+static void align_ids(firn_field *dst, const firn_field *src)
+{
+    dst->id = src->id;
+    if (dst->type != src->type)
+        return;
+    for (size_t i = 0; i < dst->n_children; i++) {
+        const firn_field *s = NULL;
+        if (dst->type == FIRN_TYPE_STRUCT)
+            s = child_named(src, dst->children[i]->name);
+        else if (i < src->n_children)
+            s = src->children[i];
+        if (s)
+            align_ids(dst->children[i], s);
+    }
+}
+
+/* Adds the _firn_ metadata columns to the source schema (ids after the source's). */
+static void add_meta_fields(firn_field *root, int32_t *next_id)
+{
+    static const struct {
+        const char *name;
+        firn_type type;
+        firn_meta_kind kind;
+    } meta[] = {
+        {"_firn_op", FIRN_TYPE_STRING, FIRN_META_OP},
+        {"_firn_lsn", FIRN_TYPE_LONG, FIRN_META_LSN},
+        {"_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_COMMIT_TS},
+        {"_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_INGEST_TS},
+    };
+    for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++) {
+        if (child_named(root, meta[i].name))
+            continue;
+        firn_field *f = firn_field_new(++*next_id, meta[i].name, meta[i].type, false);
+        f->meta = (uint8_t)meta[i].kind;
+        firn_field_add(root, f);
+    }
+}
+
+/* Append-mode tables hold deletes as rows with only the key: every column is optional. */
+static void make_optional(firn_field *f)
+{
+    f->required = false;
+}
+
+static firn_rc
+build_spec(const firn__table *t, const firn_field *root, firn_partition_spec **out, firn_err *err)
+{
+    const firn_stream_config *s = t->stream;
+    *out = NULL;
+    if (!s || s->partition_count == 0)
+        return FIRN_OK;
+    firn_partition_spec *spec = firn_partition_spec_new(0);
+    for (size_t i = 0; i < s->partition_count; i++) {
+        const firn_cfg_partition *p = &s->partition[i];
+        const firn_field *src = child_named(root, p->column);
+        if (!src) {
+            firn_partition_spec_free(spec);
+            return firn_err_set(err, FIRN_ERR_CONFIG,
+                                "partition column \"%s\" does not exist in table \"%s\"", p->column,
+                                t->display);
+        }
+        firn_transform tr = {FIRN_TRANSFORM_IDENTITY, (int32_t)p->param};
+        static const firn_transform_kind kinds[] = {
+            [FIRN_CFG_TRANSFORM_IDENTITY] = FIRN_TRANSFORM_IDENTITY,
+            [FIRN_CFG_TRANSFORM_YEAR] = FIRN_TRANSFORM_YEAR,
+            [FIRN_CFG_TRANSFORM_MONTH] = FIRN_TRANSFORM_MONTH,
+            [FIRN_CFG_TRANSFORM_DAY] = FIRN_TRANSFORM_DAY,
+            [FIRN_CFG_TRANSFORM_HOUR] = FIRN_TRANSFORM_HOUR,
+            [FIRN_CFG_TRANSFORM_BUCKET] = FIRN_TRANSFORM_BUCKET,
+            [FIRN_CFG_TRANSFORM_TRUNCATE] = FIRN_TRANSFORM_TRUNCATE,
+            [FIRN_CFG_TRANSFORM_VOID] = FIRN_TRANSFORM_VOID,
+        };
+        tr.kind = kinds[p->transform];
+        char name[256], tname[64];
+        firn_transform_format(tr, tname, sizeof(tname));
+        if (tr.kind == FIRN_TRANSFORM_IDENTITY)
+            snprintf(name, sizeof(name), "%s", p->column);
+        else
+            snprintf(name, sizeof(name), "%s_%s", p->column,
+                     tr.kind == FIRN_TRANSFORM_BUCKET     ? "bucket"
+                     : tr.kind == FIRN_TRANSFORM_TRUNCATE ? "trunc"
+                                                          : tname);
+        firn_partition_spec_add(spec, src->id, FIRN_PARTITION_FIELD_ID_START + (int32_t)i, name,
+                                tr);
+    }
+    *out = spec;
+    return FIRN_OK;
+}
+
+static void table_properties(const firn__table *t, firn_props *props)
+{
+    const firn_destination_config *d = &t->eng->cfg->destination;
+    static const char *codecs[] = {"zstd", "snappy", "gzip", "uncompressed"};
+    firn_props_init(props);
+    firn_props_set(props, "write.parquet.compression-codec", codecs[d->compression]);
+    firn_props_set(props, "write.delete.mode", "merge-on-read");
+    firn_props_set(props, "write.update.mode", "merge-on-read");
+    firn_props_set(props, "write.merge.mode", "merge-on-read");
+    firn_props_set(props, "firn.source", t->pg->qualified);
+    firn_props_set(props, "firn.mode", t->upsert ? "upsert" : "append");
+    for (size_t i = 0; i < d->table_properties.count; i++)
+        firn_props_set(props, d->table_properties.items[i].key, d->table_properties.items[i].value);
+}
+
+static firn_rc create_table(firn__table *t, firn_err *err)
+{
+    firn_catalog *cat = t->eng->catalog;
+    bool exists = false;
+    FIRN_TRY(firn_catalog_namespace_exists(cat, t->ns, &exists, err));
+    if (!exists) {
+        firn_rc rc = firn_catalog_create_namespace(cat, t->ns, NULL, err);
+        if (rc && rc != FIRN_ERR_EXISTS)
+            return rc;
+    }
+    firn_schema *schema = firn_schema_new(0, firn_field_clone(t->schema));
+    if (t->upsert && t->eng->cfg->destination.identifier_fields) {
+        int32_t ids[32];
+        for (size_t i = 0; i < t->n_key; i++)
+            ids[i] = t->schema->children[t->key_cols[i]]->id;
+        firn_schema_set_identifier_ids(schema, ids, t->n_key);
+    }
+    firn_partition_spec *spec = NULL;
+    firn_props props;
+    table_properties(t, &props);
+    firn_rc rc = build_spec(t, t->schema, &spec, err);
+    if (rc == FIRN_OK) {
+        int fv = (int)t->eng->cfg->destination.format_version;
+        firn_table_create opts = {schema, spec, NULL, NULL, &props, fv == 3 ? 2 : 2};
+        rc = firn_catalog_create_table(cat, t->ns, t->name, &opts, &t->cat, err);
+        if (rc == FIRN_ERR_EXISTS)
+            rc = firn_catalog_load_table(cat, t->ns, t->name, &t->cat, err);
+    }
+    firn_props_deinit(&props);
+    firn_partition_spec_free(spec);
+    firn_schema_free(schema);
+    return rc;
+}
+
+/* Brings the table schema in step with the source: new columns, promotions (DESIGN.md
+ * "Schema evolution"). */
+static firn_rc evolve_schema(firn__table *t, firn_err *err)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    const firn_schema *cur = firn_table_metadata_schema(md);
+    int32_t last = md->last_column_id;
+    firn_schema *next = NULL;
+    bool changed = false;
+    FIRN_TRY(firn_schema_evolve(cur, t->schema, &last, &next, &changed, err));
+    if (!changed) {
+        firn_schema_free(next);
+        return FIRN_OK;
+    }
+    firn_table_changes ch;
+    firn_table_changes_init(&ch);
+    firn_table_changes_require_uuid(&ch, md->table_uuid);
+    firn_table_changes_require(&ch, FIRN_REQ_ASSERT_CURRENT_SCHEMA_ID, cur->schema_id);
+    firn_table_changes_require(&ch, FIRN_REQ_ASSERT_LAST_ASSIGNED_FIELD_ID, md->last_column_id);
+    firn_table_changes_add_schema(&ch, next, last);
+    firn_table_changes_set_current_schema(&ch, -1);
+    firn_catalog_table out = {0};
+    firn_rc rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &out, err);
+    if (rc == FIRN_OK) {
+        firn_catalog_table_deinit(&t->cat);
+        t->cat = out;
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": schema evolved to id %d", t->display,
+                 firn_table_metadata_schema(t->cat.metadata)->schema_id);
+    }
+    firn_table_changes_deinit(&ch);
+    firn_schema_free(next);
+    return rc;
+}
+
+/* Gives the batch schema the table's ids; table columns the source lacks become always-null
+ * columns of the batch. */
+static firn_rc align_schema(firn__table *t, firn_err *err)
+{
+    const firn_field *root = firn_table_metadata_schema(t->cat.metadata)->root;
+    for (size_t i = 0; i < t->schema->n_children; i++) {
+        firn_field *f = t->schema->children[i];
+        const firn_field *s = child_named(root, f->name);
+        if (!s)
+            return firn_err_set(err, FIRN_ERR_INTERNAL,
+                                "column \"%s\" missing from table \"%s\" after evolution", f->name,
+                                t->display);
+        align_ids(f, s);
+    }
+    for (size_t i = 0; i < root->n_children; i++) {
+        if (child_named(t->schema, root->children[i]->name))
+            continue;
+        firn_field *c = firn_field_clone(root->children[i]);
+        c->required = false;
+        c->meta = FIRN_META_NULL;
+        firn_field_add(t->schema, c);
+    }
+    return FIRN_OK;
+}
+
+/* Walks the main branch back from the current snapshot: the newest firn.lsn and whether the
+ * initial copy was committed. */
+static void read_progress(firn__table *t, bool *backfill_done)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    const firn_snapshot *s = firn_table_metadata_current_snapshot(md);
+    bool have_lsn = false;
+    *backfill_done = false;
+    t->committed_lsn = 0;
+    while (s) {
+        const char *lsn = firn_props_get(&s->summary, FIRN_SUMMARY_LSN);
+        if (lsn && !have_lsn) {
+            uint64_t v = 0;
+            if (firn_parse_u64(lsn, strlen(lsn), &v, NULL) == FIRN_OK)
+                t->committed_lsn = v;
+            have_lsn = true;
+        }
+        const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);
+        if (bf && strcmp(bf, "done") == 0) {
+            *backfill_done = true;
+            break;
+        }
+        s = s->parent_snapshot_id >= 0 ? firn_table_metadata_snapshot(md, s->parent_snapshot_id)
+                                       : NULL;
+    }
+}
+
+firn_rc firn__table_open(firn__table *t, firn_err *err)
+{
+    pthread_mutex_init(&t->mu, NULL);
+    int32_t next_id = t->pg->last_field_id;
+    t->schema = t->pg->schema;
+    if (t->eng->cfg->destination.metadata_columns)
+        add_meta_fields(t->schema, &next_id);
+    if (!t->upsert) {
+        for (size_t i = 0; i < t->schema->n_children; i++)
+            make_optional(t->schema->children[i]);
+    }
+    t->n_key = t->pg->n_key < 32 ? t->pg->n_key : 32;
+    for (size_t i = 0; i < t->n_key; i++)
+        t->key_cols[i] = (uint32_t)t->pg->key_columns[i];
+    bool exists = false;
+    FIRN_TRY(firn_catalog_table_exists(t->eng->catalog, t->ns, t->name, &exists, err));
+    if (exists)
+        FIRN_TRY(firn_catalog_load_table(t->eng->catalog, t->ns, t->name, &t->cat, err));
+    else
+        FIRN_TRY(create_table(t, err));
+    FIRN_TRY(evolve_schema(t, err));
+    FIRN_TRY(align_schema(t, err));
+    bool backfill_done = false;
+    read_progress(t, &backfill_done);
+    bool wants_backfill = t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH ||
+                          (t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC && !backfill_done);
+    t->needs_backfill = wants_backfill;
+    t->cdc = t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC ||
+             t->stream->sync_mode == FIRN_SYNC_CDC_ONLY;
+    t->buf = firn_batch_new(t->schema);
+    if (t->upsert) {
+        t->index = firn__pkindex_new();
+        if (!t->needs_backfill || t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH)
+            FIRN_TRY(firn__table_rebuild_index(t, err));
+    }
+    return FIRN_OK;
+}
+
+/* ---- index rebuild ------------------------------------------------------------------------ */
+
+typedef struct range_ctx {
+    firn_io *io;
+    const char *path;
+} range_ctx;
+
+static firn_rc read_range(void *ctx, uint64_t offset, size_t len, firn_buf *out, firn_err *err)
+{
+    range_ctx *r = ctx;
+    return firn_io_read_range(r->io, r->path, offset, len, out, err);
+}
+
+/* Deleted positions of one data file (from position-delete files), sorted. */
+typedef struct dead_rows {
+    char *path;
+    int64_t *pos;
+    size_t n;
+} dead_rows;
+
+typedef struct dead_set {
+    dead_rows *files;
+    size_t n;
+} dead_set;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static dead_rows *dead_for(dead_set *d, const char *path, bool create)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->files[i].path, path) == 0)
+            return &d->files[i];
+    }
+    if (!create)
+        return NULL;
+    d->files = firn_reallocarray(d->files, d->n + 1, sizeof(*d->files));
+    dead_rows *r = &d->files[d->n++];
+    r->path = firn_strdup(path);
+    r->pos = NULL;
+    r->n = 0;
+    return r;
+}
+
+static void dead_free(dead_set *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        firn_free(d->files[i].path);
+        firn_free(d->files[i].pos);
+    }
+    firn_free(d->files);
+}
+
+/* Opens a Parquet file through FileIO with a field selection. */
+static firn_rc open_reader(firn__table *t,
+                           const char *path,
+                           uint64_t size,
+                           const firn_field *select,
+                           range_ctx *rc_ctx,
+                           firn_pq_reader **out,
+                           firn_err *err)
+{
+    rc_ctx->io = t->eng->io;
+    rc_ctx->path = path;
+    FIRN_TRY(firn_pq_reader_open(read_range, rc_ctx, size, out, err));
+    firn_rc rc = firn_pq_reader_select(*out, select, err);
+    if (rc) {
+        firn_pq_reader_free(*out);
+        *out = NULL;
+        firn_err_context(err, "while reading \"%s\"", path);
+    }
+    return rc;
+}
+
+static firn_rc
+load_position_deletes(firn__table *t, const firn_data_file *f, dead_set *dead, firn_err *err)
+{
+    firn_field *sel = firn_field_new(0, "", FIRN_TYPE_STRUCT, true);
+    firn_field_add(sel, firn_field_new(2147483546, "file_path", FIRN_TYPE_STRING, true));
+    firn_field_add(sel, firn_field_new(2147483545, "pos", FIRN_TYPE_LONG, true));
+    firn_batch *b = firn_batch_new(sel);
+    range_ctx ctx;
+    firn_pq_reader *r = NULL;
+    firn_rc rc = open_reader(t, f->file_path, (uint64_t)f->file_size_in_bytes, sel, &ctx, &r, err);
+    for (size_t g = 0; rc == FIRN_OK && g < firn_pq_reader_row_groups(r); g++) {
+        rc = firn_pq_reader_read_row_group(r, g, b, err);
+        if (rc)
+            break;
+        firn_column *paths = firn_batch_column(b, 0);
+        const uint32_t *off = firn_column_offsets(paths);
+        const int64_t *pos = firn_column_values(firn_batch_column(b, 1));
+        for (size_t i = 0; i < firn_batch_rows(b); i++) {
+            char *p =
+                firn_strndup((const char *)firn_column_data(paths) + off[i], off[i + 1] - off[i]);
+            dead_rows *d = dead_for(dead, p, true);
+            firn_free(p);
+            d->pos = firn_reallocarray(d->pos, d->n + 1, sizeof(int64_t));
+            d->pos[d->n++] = pos[i];
+        }
+    }
+    firn_pq_reader_free(r);
+    firn_batch_free(b);
+    firn_field_free(sel);
+    return rc;
+}
+
+/* Adds every live row of one data file to the index. */
+static firn_rc
+index_data_file(firn__table *t, const firn_data_file *f, const dead_rows *dead, firn_err *err)
+{
+    firn_field *sel = firn_field_new(0, "", FIRN_TYPE_STRUCT, true);
+    for (size_t k = 0; k < t->n_key; k++)
+        firn_field_add(sel, firn_field_clone(t->schema->children[t->key_cols[k]]));
+    uint32_t cols[32];
+    for (size_t k = 0; k < t->n_key; k++)
+        cols[k] = (uint32_t)k;
+    firn_batch *b = firn_batch_new(sel);
+    range_ctx ctx;
+    firn_pq_reader *r = NULL;
+    firn_buf key;
+    firn_buf_init(&key, 1 << 20);
+    uint32_t ord = firn__table_add_file(t, f);
+    firn_rc rc = open_reader(t, f->file_path, (uint64_t)f->file_size_in_bytes, sel, &ctx, &r, err);
+    size_t d = 0;
+    for (size_t g = 0; rc == FIRN_OK && g < firn_pq_reader_row_groups(r); g++) {
+        rc = firn_pq_reader_read_row_group(r, g, b, err);
+        uint64_t first = firn_pq_reader_row_group_first_row(r, g);
+        for (size_t i = 0; rc == FIRN_OK && i < firn_batch_rows(b); i++) {
+            int64_t pos = (int64_t)(first + i);
+            while (dead && d < dead->n && dead->pos[d] < pos)
+                d++;
+            if (dead && d < dead->n && dead->pos[d] == pos)
+                continue;
+            firn_buf_reset(&key);
+            rc = firn_batch_key_encode(b, i, cols, t->n_key, &key);
+            firn__pkloc loc = {ord, (uint32_t)pos};
+            if (rc == FIRN_OK)
+                firn__pkindex_put(t->index, key.data, key.len, loc);
+        }
+    }
+    firn_buf_deinit(&key);
+    firn_pq_reader_free(r);
+    firn_batch_free(b);
+    firn_field_free(sel);
+    return rc;
+}
+
+/* Collects the live entries of every manifest of the current snapshot. */
+static firn_rc live_files(firn__table *t, firn_manifest ***out, size_t *out_n, firn_err *err)
+{
+    *out = NULL;
+    *out_n = 0;
+    const firn_snapshot *s = firn_table_metadata_current_snapshot(t->cat.metadata);
+    if (!s)
+        return FIRN_OK;
+    firn_manifest_file *mfs = NULL;
+    size_t n = 0;
+    FIRN_TRY(firn_manifest_list_read(t->eng->io, s->manifest_list, &mfs, &n, err));
+    firn_manifest **ms = firn_calloc(n ? n : 1, sizeof(*ms));
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n && rc == FIRN_OK; i++)
+        rc = firn_manifest_read(t->eng->io, &mfs[i], &ms[i], err);
+    firn_manifest_files_free(mfs, n);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            firn_manifest_free(ms[i]);
+        firn_free(ms);
+        return rc;
+    }
+    *out = ms;
+    *out_n = n;
+    return FIRN_OK;
+}
+
+firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
+{
+    firn_manifest **ms = NULL;
+    size_t n = 0;
+    FIRN_TRY(live_files(t, &ms, &n, err));
+    dead_set dead = {0};
+    firn_rc rc = FIRN_OK;
+    int64_t t0 = firn_monotonic_ns();
+    /* Position deletes first, so dead rows are skipped while the data files are indexed. */
+    for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
+        for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
+            const firn_manifest_entry *en = &ms[i]->entries[e];
+            if (en->status == FIRN_ENTRY_DELETED)
+                continue;
+            if (en->file.content == FIRN_CONTENT_EQUALITY_DELETES)
+                rc = firn_err_set(err, FIRN_ERR_UNSUPPORTED,
+                                  "table \"%s\" has equality deletes; firn cannot index it",
+                                  t->display);
+            else if (en->file.content == FIRN_CONTENT_POSITION_DELETES)
+                rc = load_position_deletes(t, &en->file, &dead, err);
+        }
+    }
+    for (size_t i = 0; i < dead.n; i++)
+        qsort(dead.files[i].pos, dead.files[i].n, sizeof(int64_t), cmp_i64);
+    for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
+        for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
+            const firn_manifest_entry *en = &ms[i]->entries[e];
+            if (en->status == FIRN_ENTRY_DELETED || en->file.content != FIRN_CONTENT_DATA)
+                continue;
+            rc = index_data_file(t, &en->file, dead_for(&dead, en->file.file_path, false), err);
+        }
+    }
+    if (rc == FIRN_OK && n > 0)
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": key index loaded: %zu keys, %zu files, %.1f s", t->display,
+                 firn__pkindex_count(t->index), t->n_files,
+                 (double)(firn_monotonic_ns() - t0) / 1e9);
+    dead_free(&dead);
+    for (size_t i = 0; i < n; i++)
+        firn_manifest_free(ms[i]);
+    firn_free(ms);
+    return rc;
+}
