@@ -102,13 +102,19 @@ decode_float(const firn_pg_type *t, const uint8_t *p, size_t len, firn_column *c
     return FIRN_OK;
 }
 
-/* acc = acc * 10 + d unless that reaches limit (at most 10^38, so nothing overflows). */
-static bool push_digit(u128 *acc, unsigned d, u128 limit)
+/* Unscaled value being built: digits after the leading zeros are counted, so a value of more
+ * than precision digits is caught without 128-bit divisions (and before it could overflow). */
+typedef struct dec_acc {
+    u128 v;
+    int32_t sig;
+} dec_acc;
+
+static void push_digit(dec_acc *a, unsigned d)
 {
-    if (*acc > (limit - 1 - d) / 10)
-        return false;
-    *acc = *acc * 10 + d;
-    return true;
+    if (a->sig == 0 && d == 0)
+        return;
+    if (++a->sig <= 38)
+        a->v = a->v * 10 + d;
 }
 
 /* Exact unscaled value of numeric_out text "[-]digits[.digits]" at the column's scale: fewer
@@ -120,18 +126,14 @@ static firn_rc numeric_unscaled(
     size_t i = 0;
     *neg = len > 0 && p[0] == '-';
     i += *neg;
-    u128 limit = 1;
-    for (int k = 0; k < t->precision; k++)
-        limit *= 10;
-    u128 acc = 0;
-    bool fits = true;
+    dec_acc acc = {0, 0};
     size_t int_digits = 0, frac = 0;
     for (; i < len && is_digit(p[i]); i++, int_digits++)
-        fits = fits && push_digit(&acc, (unsigned)(p[i] - '0'), limit);
+        push_digit(&acc, (unsigned)(p[i] - '0'));
     if (i < len && p[i] == '.') {
         for (i++; i < len && is_digit(p[i]); i++, frac++) {
             if ((int32_t)frac < t->scale)
-                fits = fits && push_digit(&acc, (unsigned)(p[i] - '0'), limit);
+                push_digit(&acc, (unsigned)(p[i] - '0'));
             else if (p[i] != '0')
                 return bad_text(t, len, err, "more fractional digits than the column scale");
         }
@@ -141,10 +143,10 @@ static firn_rc numeric_unscaled(
     if (i != len || int_digits == 0)
         return bad_text(t, len, err, "not a numeric");
     for (int32_t k = (int32_t)frac; k < t->scale; k++)
-        fits = fits && push_digit(&acc, 0, limit);
-    if (!fits)
+        push_digit(&acc, 0);
+    if (acc.sig > t->precision)
         return bad_text(t, len, err, "value exceeds the column precision");
-    *out = acc;
+    *out = acc.v;
     return FIRN_OK;
 }
 
