@@ -433,10 +433,12 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
     return FIRN_OK;
 }
 
+/* The insert position, not the write position: with synchronous_commit off a committed
+ * transaction can sit past the write position for a while. */
 static firn_rc current_wal_lsn(firn__engine *e, uint64_t *out, firn_err *err)
 {
     char text[64];
-    FIRN_TRY(firn_pg_conn_query_value(e->sql, "SELECT pg_current_wal_lsn()::text", text,
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, "SELECT pg_current_wal_insert_lsn()::text", text,
                                       sizeof(text), err));
     return firn_lsn_parse(text, out, err);
 }

@@ -343,7 +343,7 @@ static firn_rc decode_array(const firn_pg_type *t,
         return bad_value(t, len, err, "bad array header");
     if (len - 12 < (size_t)ndim * 8)
         return bad_value(t, len, err, "short array dimensions");
-    int32_t dims[ARRAY_DIMS_MAX];
+    int32_t dims[ARRAY_DIMS_MAX] = {0};
     int64_t total = ndim ? 1 : 0;
     for (int32_t d = 0; d < ndim; d++) {
         dims[d] = (int32_t)be32(p + 12 + 8 * d);
