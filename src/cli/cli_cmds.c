@@ -6,11 +6,17 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_signal;
 
+/* The first SIGINT/SIGTERM asks the engine for a clean stop; a second one exits at once.
+ * Exiting mid-commit is safe: a catalog commit is one atomic swap, and files written before it
+ * are only unreferenced (DESIGN.md "Exactly-once"). */
 static void on_stop_signal(int signo)
 {
+    if (stop_signal)
+        _exit(128 + signo);
     stop_signal = signo;
 }
 
