@@ -254,7 +254,7 @@ void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
     size_t nulls = 0;
     for (size_t i = 0; valid && i < n; i++)
         nulls += !valid[i];
-    if (c->length + n > c->values_cap) {
+    if (c->length + n > c->values_cap || !c->values) {
         size_t cap = c->values_cap ? c->values_cap : 64;
         while (cap < c->length + n)
             cap *= 2;

@@ -498,6 +498,8 @@ static firn_rc data_page(rd_chunk_ctx *cx, const rd_hdr *h, const uint8_t *body,
     if (h->num_values < 0 || h->num_values > cx->values_left)
         return firn_err_set(err, FIRN_ERR_PARSE, "page of %d values where %lld remain",
                             h->num_values, (long long)cx->values_left);
+    if (h->num_values == 0)
+        return FIRN_OK; /* nothing to decode (some writers emit empty pages) */
     size_t n = (size_t)h->num_values, lv = 0, n_present = n;
     bool all = false;
     const uint8_t *p = NULL;
