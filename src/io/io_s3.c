@@ -292,6 +292,25 @@ static void add_conditional(const s3_io *s, firn_http_headers *h)
         firn_http_headers_add(h, "If-None-Match", "*");
 }
 
+static firn_rc s3_head(s3_io *s, const char *location, uint64_t *out_size, firn_err *err);
+
+/* A complete found no such upload: an earlier attempt whose reply was lost (retried by us or,
+ * on a reused connection, by libcurl itself) may have finished it. Accept the object when it is
+ * there with exactly the bytes written. */
+static firn_rc completed_before(s3_io *s, s3_writer *w, firn_err *err)
+{
+    uint64_t size = 0;
+    firn_err head_err = {0};
+    if (s3_head(s, w->location, &size, &head_err) == FIRN_OK && size == w->base.bytes_written) {
+        FIRN_LOG(FIRN_LOG_INFO, "io", "multipart upload of \"%s\" had completed already",
+                 w->location);
+        firn_err_clear(err);
+        return FIRN_OK;
+    }
+    return firn_err_set(err, FIRN_ERR_IO,
+                        "multipart upload of \"%s\" vanished before it was completed", w->location);
+}
+
 static firn_rc complete(s3_io *s, s3_writer *w, firn_err *err)
 {
     if (w->buf.len > 0 || w->nparts == 0)
@@ -315,6 +334,8 @@ static firn_rc complete(s3_io *s, s3_writer *w, firn_err *err)
                      xml.len, XML_REPLY_MAX, &resp, err);
     if (!rc)
         rc = check_xml_error(&resp, "complete the multipart upload", err);
+    if (rc == FIRN_ERR_NOT_FOUND)
+        rc = completed_before(s, w, err);
     firn_http_response_deinit(&resp);
     firn_http_headers_deinit(&h);
     firn_buf_deinit(&xml);

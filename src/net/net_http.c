@@ -384,6 +384,10 @@ static CURLcode perform(firn_http *http,
     curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
+    /* libcurl resends a request once when a reused connection turns out dead; a request that
+     * must not be sent twice gets a connection of its own. */
+    if (req->not_idempotent)
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
     set_method(h, req);
     struct curl_slist *list = build_header_list(req, hdrs);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);

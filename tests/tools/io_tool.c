@@ -3,6 +3,7 @@
  *
  *   put LOC FILE        write FILE to LOC in 64 KiB writes; prints "size N"
  *   abortput LOC FILE   write FILE, then abort the writer (nothing may appear)
+ *   parput PREFIX FILE N  N threads write FILE to PREFIX0 .. PREFIX<N-1> through one FileIO
  *   get LOC             whole object to stdout
  *   range LOC OFF LEN   LEN bytes from OFF to stdout
  *   size LOC            prints "size N"
@@ -20,6 +21,7 @@
 #include "firn/io_remote.h"
 #include "net/net_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +133,78 @@ static firn_rc put(tool *t, const char *loc, const char *path, bool abort_it, fi
     return FIRN_OK;
 }
 
+typedef struct par_job {
+    firn_io *io;
+    char loc[1024];
+    const uint8_t *data;
+    size_t len;
+    firn_rc rc;
+    firn_err err;
+} par_job;
+
+static void *par_main(void *arg)
+{
+    par_job *j = arg;
+    /* Odd sizes of writes, so part boundaries fall inside writes. */
+    firn_io_writer *w = NULL;
+    j->rc = firn_io_create(j->io, j->loc, &w, &j->err);
+    for (size_t off = 0; !j->rc && off < j->len; off += 77777) {
+        size_t n = j->len - off < 77777 ? j->len - off : 77777;
+        j->rc = firn_io_write(w, j->data + off, n, &j->err);
+    }
+    if (j->rc)
+        firn_io_abort(w);
+    else
+        j->rc = firn_io_close(w, NULL, &j->err);
+    return NULL;
+}
+
+static firn_rc
+parput(tool *t, const char *prefix, const char *path, const char *count, firn_err *err)
+{
+    firn_io *io = NULL;
+    uint64_t n = 0;
+    FIRN_TRY(firn_parse_u64(count, strlen(count), &n, err));
+    if (n == 0 || n > 64)
+        return firn_err_set(err, FIRN_ERR_INVALID, "parput takes 1 to 64 threads");
+    FIRN_TRY(io_for(t, prefix, &io, err));
+    firn_buf data;
+    firn_buf_init(&data, (size_t)1 << 30);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        firn_buf_deinit(&data);
+        return firn_err_set(err, FIRN_ERR_IO, "could not open \"%s\"", path);
+    }
+    static char chunk[65536];
+    size_t got;
+    firn_rc rc = FIRN_OK;
+    while (!rc && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        rc = firn_buf_append(&data, chunk, got);
+    fclose(f);
+    par_job *jobs = firn_calloc(n, sizeof(*jobs));
+    pthread_t *threads = firn_calloc(n, sizeof(*threads));
+    for (uint64_t i = 0; !rc && i < n; i++) {
+        jobs[i].io = io;
+        jobs[i].data = data.data;
+        jobs[i].len = data.len;
+        snprintf(jobs[i].loc, sizeof(jobs[i].loc), "%s%llu", prefix, (unsigned long long)i);
+        pthread_create(&threads[i], NULL, par_main, &jobs[i]);
+    }
+    for (uint64_t i = 0; !rc && i < n; i++)
+        pthread_join(threads[i], NULL);
+    for (uint64_t i = 0; !rc && i < n; i++) {
+        if (jobs[i].rc) {
+            rc = jobs[i].rc;
+            if (err)
+                *err = jobs[i].err;
+        }
+    }
+    firn_free(jobs);
+    firn_free(threads);
+    firn_buf_deinit(&data);
+    return rc;
+}
+
 static firn_rc get(tool *t, const char *loc, const char *off, const char *len, firn_err *err)
 {
     firn_io *io = NULL;
@@ -185,6 +259,11 @@ static firn_rc run(tool *t, int argc, char **argv, int *i, firn_err *err)
         NEED(2);
         *i += 2;
         return put(t, argv[*i - 2], argv[*i - 1], cmd[0] == 'a', err);
+    }
+    if (strcmp(cmd, "parput") == 0) {
+        NEED(3);
+        *i += 3;
+        return parput(t, argv[*i - 3], argv[*i - 2], argv[*i - 1], err);
     }
     if (strcmp(cmd, "get") == 0) {
         NEED(1);

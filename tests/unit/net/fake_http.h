@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Scripts list responses positionally and leave trailing flags out. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #define FAKE_MAX_SCRIPT 16
 #define FAKE_MAX_REQ    (1 << 20)
 #define FAKE_MAX_LOG    32
@@ -28,6 +31,7 @@ typedef struct fake_resp {
     const char *body;    /* NULL: empty */
     int delay_ms;        /* wait before replying */
     bool drop;           /* close the connection without replying */
+    bool keep_alive;     /* keep the connection open for the next request */
 } fake_resp;
 
 typedef struct fake_server {
@@ -92,12 +96,30 @@ static inline void fake_reply(int c, const fake_resp *r)
     char head[4096];
     const char *body = r->body ? r->body : "";
     int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n%s\r\n",
-                     r->status, strlen(body), r->headers ? r->headers : "");
+                     "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: %s\r\n%s\r\n", r->status,
+                     strlen(body), r->keep_alive ? "keep-alive" : "close",
+                     r->headers ? r->headers : "");
     if (send(c, head, (size_t)n, MSG_NOSIGNAL) != n)
         return;
     if (*body && send(c, body, strlen(body), MSG_NOSIGNAL) < 0)
         return;
+}
+
+/* On a kept-alive connection, waits for the next request; returns false (the caller closes
+ * it) when a new connection arrives first or the server stops. */
+static inline bool fake_wait_same_connection(fake_server *s, int c)
+{
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        bool stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop)
+            return false;
+        struct pollfd pfd[2] = {{c, POLLIN, 0}, {s->fd, POLLIN, 0}};
+        if (poll(pfd, 2, 50) <= 0)
+            continue;
+        return (pfd[0].revents & (POLLIN | POLLHUP)) != 0;
+    }
 }
 
 static inline void *fake_main(void *arg)
@@ -115,22 +137,32 @@ static inline void *fake_main(void *arg)
         int c = accept(s->fd, NULL, NULL);
         if (c < 0)
             continue;
-        char *req = fake_read_request(c);
-        pthread_mutex_lock(&s->mu);
-        int i = s->requests < s->nscript ? s->requests : s->nscript - 1;
-        fake_resp r = s->script[i];
-        if (s->requests < FAKE_MAX_LOG)
-            s->log[s->requests] = req;
-        else
-            free(req);
-        s->requests++;
-        pthread_mutex_unlock(&s->mu);
-        if (r.delay_ms > 0) {
-            struct timespec ts = {r.delay_ms / 1000, (r.delay_ms % 1000) * 1000000L};
-            nanosleep(&ts, NULL);
+        for (int served = 0;; served++) {
+            if (served > 0 && !fake_wait_same_connection(s, c))
+                break;
+            char *req = fake_read_request(c);
+            if (!*req) {
+                free(req); /* the client closed a kept-alive connection */
+                break;
+            }
+            pthread_mutex_lock(&s->mu);
+            int i = s->requests < s->nscript ? s->requests : s->nscript - 1;
+            fake_resp r = s->script[i];
+            if (s->requests < FAKE_MAX_LOG)
+                s->log[s->requests] = req;
+            else
+                free(req);
+            s->requests++;
+            pthread_mutex_unlock(&s->mu);
+            if (r.delay_ms > 0) {
+                struct timespec ts = {r.delay_ms / 1000, (r.delay_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            if (!r.drop)
+                fake_reply(c, &r);
+            if (r.drop || !r.keep_alive)
+                break;
         }
-        if (!r.drop)
-            fake_reply(c, &r);
         close(c);
     }
     return NULL;

@@ -169,6 +169,26 @@ T_TEST(dropped_connection_is_retried)
     fake_stop(s);
 }
 
+T_TEST(not_idempotent_is_not_resent_on_a_dead_reused_connection)
+{
+    /* The GET leaves a kept-alive connection; the server then swallows the POST and closes.
+     * libcurl would resend a request on a reused connection that died; a commit must not be. */
+    fake_resp script[] = {{200, NULL, "first", 0, false, true},
+                          {0, NULL, NULL, 0, true, false},
+                          {200, NULL, "resent", 0, false, false}};
+    fake_server *s = fake_start(script, 3);
+    firn_http *http = client(4, 0);
+    firn_http_response resp;
+    firn_http_response_init(&resp);
+    firn_err err = {0};
+    T_OK_ERR(get(http, s, FIRN_HTTP_GET, false, &resp, &err), &err);
+    T_EQ_INT(get(http, s, FIRN_HTTP_POST, true, &resp, &err), FIRN_ERR_UNKNOWN_OUTCOME);
+    T_EQ_INT(fake_requests(s), 2);
+    firn_http_response_deinit(&resp);
+    firn_http_free(http);
+    fake_stop(s);
+}
+
 T_TEST(connection_refused_is_network_error)
 {
     fake_resp script[] = {{200, NULL, NULL, 0, false}};
@@ -379,6 +399,7 @@ T_MAIN(T_CASE(retries_503_then_succeeds),
        T_CASE(client_errors_map_without_retry),
        T_CASE(timeouts_map_to_timeout_or_unknown),
        T_CASE(dropped_connection_is_retried),
+       T_CASE(not_idempotent_is_not_resent_on_a_dead_reused_connection),
        T_CASE(connection_refused_is_network_error),
        T_CASE(body_is_sent_as_given),
        T_CASE(response_limit),
