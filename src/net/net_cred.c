@@ -136,8 +136,13 @@ firn_rc firn__bearer_apply(firn__token_cred *t,
         rc = fetch(t, &token, &exp, err);
         if (!rc)
             firn__token_cache_store(&t->tc, token, exp, now);
-        else if (t->tc.token && t->tc.expires_at_ms > now + 5000 && t->tc.refresh_at_ms != 1)
-            rc = FIRN_OK; /* early refresh failed; the cached token is still valid */
+        else if (t->tc.token && t->tc.expires_at_ms > now + 5000 && t->tc.refresh_at_ms != 1) {
+            /* The early refresh failed; the cached token is still valid for a while. */
+            FIRN_LOG(FIRN_LOG_WARN, "net",
+                     "could not refresh a %s token, using the current one: %s", t->base.vt->kind,
+                     err ? err->msg : firn_rc_message(rc));
+            rc = FIRN_OK;
+        }
     }
     if (!rc)
         add_bearer(hdrs, t->tc.token);
