@@ -214,3 +214,35 @@ def spark_rows(spark):
         return spark.rows(as_loc(catalog_db, warehouse, catalog), table, columns, where)
 
     return read
+
+
+# ---------------------------------------------------------------------------------------------
+# firn sync on a fresh source database (tests of tables firn writes; see firnsync.py).
+
+@pytest.fixture
+def firn_job(pg, firn_bin, tmp_path):
+    """firn_job(streams, mode="full_refresh_cdc", setup=(sql, ...)) -> firnsync.FirnJob: a fresh
+    source database (setup statements run in it), synced by `job.sync()` into the SQL catalog
+    `job.loc` (<tmp>/job-N/catalog.db, catalog "firn", namespace "src"). Slots and databases are
+    dropped afterwards."""
+    from firnsync import FirnJob
+
+    jobs = []
+
+    def make(streams, mode="full_refresh_cdc", setup=()):
+        name = "fj_" + uuid.uuid4().hex[:10]
+        with pg.connect() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        job = FirnJob(firn_bin, pg, name, tmp_path / f"job-{len(jobs)}", list(streams), mode)
+        jobs.append(job)
+        if setup:
+            job.sql(*setup)
+        return job
+
+    yield make
+    for job in jobs:
+        try:
+            job.drop()
+        finally:
+            with pg.connect() as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{job.dbname}" WITH (FORCE)')
