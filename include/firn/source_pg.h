@@ -349,8 +349,9 @@ typedef firn_rc (*firn_pg_on_batch)(void *ctx,
 /** Called after the last batch of a chunk: every row of the chunk was delivered. */
 typedef firn_rc (*firn_pg_on_chunk)(void *ctx, const firn_pg_chunk *chunk, firn_err *err);
 
-/** Backfill options. Callbacks are never called concurrently (the runner serializes them), but
- * they are called from worker threads. */
+/** Backfill options. The callbacks are called from worker threads: on_batch concurrently from
+ * different workers (each chunk's batches come from one worker, in order), on_chunk_done and
+ * on_chunk_retry one at a time. */
 typedef struct firn_pg_backfill_opts {
     const firn_pg_conn_config *conn; /* how workers connect (borrowed) */
     const char *snapshot;            /* exported snapshot name every worker imports (required) */

@@ -8,9 +8,23 @@
 
 #include <string.h>
 
+/* The open data-file stream of one chunk being read (unpartitioned tables), and the keys of
+ * its rows in order, for the index once the files are known. */
+typedef struct chunk_out {
+    uint32_t chunk_id;
+    firn__table *t;
+    firn__stream *stream;
+    firn_buf keys;
+    uint32_t *key_end; /* per row: end offset of its key in keys */
+    size_t n_rows;
+    size_t cap_rows;
+} chunk_out;
+
 typedef struct bf_ctx {
     firn__engine *e;
-    uint32_t *pending_chunk; /* per table: chunk id of each pending file (parallel arrays) */
+    pthread_mutex_t mu; /* guards open */
+    chunk_out **open;
+    size_t n_open;
 } bf_ctx;
 
 static firn__table *table_of(firn__engine *e, const firn_pg_table *pg)
@@ -61,15 +75,25 @@ static void adopt_files(firn__table *t,
         firn_free(ord);
 }
 
-static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch, firn_err *err)
+static bool streamed(const firn__table *t)
 {
-    bf_ctx *c = ctx;
-    firn__table *t = table_of(c->e, chunk->table);
-    FIRN_ASSERT(t != NULL);
+    return firn_table_metadata_spec(t->cat.metadata)->n_fields == 0;
+}
+
+static firn__write_ctx backfill_write_ctx(firn__table *t, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/data", t->cat.metadata->location);
+    firn__write_ctx w = {t->eng->io, dir, t->schema, firn_table_metadata_spec(t->cat.metadata),
+                         &t->eng->pq};
+    return w;
+}
+
+/* Partitioned tables: each batch becomes its own files, split by partition. */
+static firn_rc
+write_batch_files(firn__table *t, const firn_pg_chunk *chunk, firn_batch *batch, firn_err *err)
+{
     char data_dir[4096];
-    snprintf(data_dir, sizeof(data_dir), "%s/data", t->cat.metadata->location);
-    firn__write_ctx w = {c->e->io, data_dir, t->schema, firn_table_metadata_spec(t->cat.metadata),
-                         &c->e->pq};
+    firn__write_ctx w = backfill_write_ctx(t, data_dir, sizeof(data_dir));
     firn_data_file *files = NULL;
     size_t n_files = 0;
     size_t rows = firn_batch_rows(batch);
@@ -86,6 +110,130 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
     return rc;
 }
 
+/* Finds (or with create, starts) the open stream of a chunk. */
+static chunk_out *chunk_find(bf_ctx *c, uint32_t chunk_id, bool take)
+{
+    chunk_out *found = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_open; i++) {
+        if (c->open[i]->chunk_id != chunk_id)
+            continue;
+        found = c->open[i];
+        if (take)
+            c->open[i] = c->open[--c->n_open];
+        break;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
+static void chunk_out_free(chunk_out *o)
+{
+    if (!o)
+        return;
+    firn__stream_abort(o->stream);
+    firn_buf_deinit(&o->keys);
+    firn_free(o->key_end);
+    firn_free(o);
+}
+
+static firn_rc
+chunk_start(bf_ctx *c, firn__table *t, uint32_t chunk_id, chunk_out **out, firn_err *err)
+{
+    char data_dir[4096];
+    firn__write_ctx w = backfill_write_ctx(t, data_dir, sizeof(data_dir));
+    chunk_out *o = firn_calloc(1, sizeof(*o));
+    o->chunk_id = chunk_id;
+    o->t = t;
+    firn_buf_init(&o->keys, (size_t)1 << 34);
+    firn_rc rc = firn__stream_open(&w, &o->stream, err);
+    if (rc) {
+        chunk_out_free(o);
+        return rc;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->open = firn_reallocarray(c->open, c->n_open + 1, sizeof(*c->open));
+    c->open[c->n_open++] = o;
+    pthread_mutex_unlock(&c->mu);
+    *out = o;
+    return FIRN_OK;
+}
+
+/* Keeps the keys of the batch's rows, in order, until the chunk's files are known. */
+static firn_rc keep_keys(chunk_out *o, firn_batch *b, firn_err *err)
+{
+    size_t rows = firn_batch_rows(b);
+    if (o->n_rows + rows > o->cap_rows) {
+        o->cap_rows = (o->n_rows + rows) * 2;
+        o->key_end = firn_reallocarray(o->key_end, o->cap_rows, sizeof(uint32_t));
+    }
+    for (size_t r = 0; r < rows; r++) {
+        if (firn_batch_key_encode(b, r, o->t->key_cols, o->t->n_key, &o->keys) ||
+            o->keys.len > UINT32_MAX)
+            return firn_err_set(err, FIRN_ERR_TOO_LARGE,
+                                "keys of one backfill chunk of \"%s\" exceed 4 GiB", o->t->display);
+        o->key_end[o->n_rows++] = (uint32_t)o->keys.len;
+    }
+    return FIRN_OK;
+}
+
+static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch, firn_err *err)
+{
+    bf_ctx *c = ctx;
+    firn__table *t = table_of(c->e, chunk->table);
+    FIRN_ASSERT(t != NULL);
+    if (!streamed(t))
+        return write_batch_files(t, chunk, batch, err);
+    chunk_out *o = chunk_find(c, chunk->id, false);
+    if (!o)
+        FIRN_TRY(chunk_start(c, t, chunk->id, &o, err));
+    FIRN_TRY(firn__stream_write(o->stream, batch, err));
+    if (t->upsert)
+        FIRN_TRY(keep_keys(o, batch, err));
+    pthread_mutex_lock(&t->mu);
+    t->rows_written += firn_batch_rows(batch);
+    pthread_mutex_unlock(&t->mu);
+    return FIRN_OK;
+}
+
+/* The chunk is complete: its files join the table's pending files, its keys the index. */
+static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *err)
+{
+    bf_ctx *c = ctx;
+    chunk_out *o = chunk_find(c, chunk->id, true);
+    if (!o)
+        return FIRN_OK; /* an empty chunk, or a partitioned table */
+    firn_data_file *files = NULL;
+    size_t n_files = 0;
+    firn__stream *s = o->stream;
+    o->stream = NULL;
+    firn_rc rc = firn__stream_close(s, &files, &n_files, err);
+    firn__table *t = o->t;
+    if (rc == FIRN_OK) {
+        pthread_mutex_lock(&t->mu);
+        t->pending = firn_reallocarray(t->pending, t->n_pending + n_files, sizeof(*t->pending));
+        size_t row = 0;
+        for (size_t i = 0; i < n_files; i++) {
+            uint32_t ord = t->upsert ? firn__table_add_file(t, &files[i]) : 0;
+            for (int64_t pos = 0; t->upsert && pos < files[i].record_count; pos++, row++) {
+                uint32_t start = row ? o->key_end[row - 1] : 0;
+                firn__pkloc loc = {ord, (uint32_t)pos};
+                firn__pkindex_put(t->index, o->keys.data + start, o->key_end[row] - start, loc);
+            }
+            t->pending[t->n_pending] = files[i];
+            t->pending[t->n_pending].sort_order_id = (int32_t)chunk->id;
+            t->n_pending++;
+        }
+        pthread_mutex_unlock(&t->mu);
+    } else {
+        for (size_t i = 0; i < n_files; i++)
+            firn_data_file_deinit(&files[i]);
+    }
+    firn_free(files);
+    chunk_out_free(o);
+    return rc;
+}
+
 /* A chunk is read again from its start: forget the files it wrote; the index is rebuilt from
  * the committed files afterwards. */
 static firn_rc on_chunk_retry(void *ctx, const firn_pg_chunk *chunk, firn_err *err)
@@ -93,6 +241,7 @@ static firn_rc on_chunk_retry(void *ctx, const firn_pg_chunk *chunk, firn_err *e
     (void)err;
     bf_ctx *c = ctx;
     firn__table *t = table_of(c->e, chunk->table);
+    chunk_out_free(chunk_find(c, chunk->id, true));
     pthread_mutex_lock(&t->mu);
     size_t keep = 0;
     for (size_t i = 0; i < t->n_pending; i++) {
@@ -183,7 +332,9 @@ firn_rc firn__backfill_run(
         goto out;
     FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections", n,
              firn_pg_plan_chunks(plan), (int)e->cfg->source.parallelism);
-    bf_ctx ctx = {e, NULL};
+    bf_ctx ctx = {0};
+    ctx.e = e;
+    pthread_mutex_init(&ctx.mu, NULL);
     firn_pg_backfill_opts o = {0};
     o.conn = &e->conn;
     o.snapshot = snapshot;
@@ -191,9 +342,14 @@ firn_rc firn__backfill_run(
     o.workers = (int)e->cfg->source.parallelism;
     o.batch_rows = (size_t)e->cfg->source.batch_rows;
     o.on_batch = on_batch;
+    o.on_chunk_done = on_chunk_done;
     o.on_chunk_retry = on_chunk_retry;
     o.ctx = &ctx;
     rc = firn_pg_backfill_run(plan, &o, err);
+    for (size_t i = 0; i < ctx.n_open; i++)
+        chunk_out_free(ctx.open[i]);
+    firn_free(ctx.open);
+    pthread_mutex_destroy(&ctx.mu);
     for (size_t i = 0; rc == FIRN_OK && i < e->n_tables; i++) {
         if (e->tables[i]->needs_backfill)
             rc = commit_backfill(e->tables[i], lsn_after, err);

@@ -6,13 +6,12 @@
  * so a restart after a crash between commit and acknowledgement duplicates nothing. */
 #include "engine_int.h"
 
-
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>
 
-#define NEXT_TIMEOUT_MS 200
-#define CATCHUP_PROBE_MS 300   /* idle time before asking the server how far it decoded */
+#define NEXT_TIMEOUT_MS    200
+#define CATCHUP_PROBE_MS   300 /* idle time before asking the server how far it decoded */
 #define CATCHUP_GIVE_UP_MS 60000
 
 /* A relation of the stream mapped onto a synced table. */

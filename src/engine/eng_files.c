@@ -413,6 +413,76 @@ firn_rc firn__write_data_files(const firn__write_ctx *w,
     return rc;
 }
 
+/* ---- streams of data files ---------------------------------------------------------------- */
+
+struct firn__stream {
+    firn__write_ctx w;
+    roll_ctx r;
+    firn_pq_roller *roller;
+    firn_data_file *files;
+    size_t n_files;
+};
+
+firn_rc firn__stream_open(const firn__write_ctx *w, firn__stream **out, firn_err *err)
+{
+    if (w->spec && w->spec->n_fields)
+        return firn_err_set(err, FIRN_ERR_INVALID,
+                            "a data file stream needs an unpartitioned table");
+    firn__stream *s = firn_calloc(1, sizeof(*s));
+    s->w = *w;
+    s->r.w = &s->w;
+    s->r.files = &s->files;
+    s->r.n_files = &s->n_files;
+    s->r.spec_id = w->spec ? w->spec->spec_id : 0;
+    firn_buf_init(&s->r.dir, PATH_MAX_BYTES);
+    uint8_t uuid[16];
+    firn_uuid_v4(uuid);
+    firn_uuid_format(uuid, s->r.file_id);
+    firn_pq_roll_callbacks cb = {&s->r, roll_open, roll_close};
+    firn_rc rc = group_dir(&s->w, NULL, &s->r.dir, err);
+    if (rc == FIRN_OK)
+        rc = firn_pq_roller_new(s->w.schema, s->w.pq_opts, &cb, &s->roller, err);
+    if (rc) {
+        firn__stream_abort(s);
+        return rc;
+    }
+    *out = s;
+    return FIRN_OK;
+}
+
+firn_rc firn__stream_write(firn__stream *s, firn_batch *b, firn_err *err)
+{
+    return firn_pq_roller_write(s->roller, b, err);
+}
+
+void firn__stream_abort(firn__stream *s)
+{
+    if (!s)
+        return;
+    firn_pq_roller_free(s->roller);
+    if (s->r.out)
+        firn_io_abort(s->r.out);
+    for (size_t i = 0; i < s->n_files; i++)
+        firn_data_file_deinit(&s->files[i]);
+    firn_free(s->files);
+    firn_free(s->r.path);
+    firn_buf_deinit(&s->r.dir);
+    firn_free(s);
+}
+
+firn_rc firn__stream_close(firn__stream *s, firn_data_file **files, size_t *n_files, firn_err *err)
+{
+    firn_rc rc = firn_pq_roller_close(s->roller, err);
+    if (rc == FIRN_OK) {
+        *files = firn_reallocarray(*files, *n_files + s->n_files, sizeof(**files));
+        memcpy(*files + *n_files, s->files, s->n_files * sizeof(**files));
+        *n_files += s->n_files;
+        s->n_files = 0;
+    }
+    firn__stream_abort(s);
+    return rc;
+}
+
 /* ---- position deletes --------------------------------------------------------------------- */
 
 static int posdel_cmp(const void *a, const void *b)

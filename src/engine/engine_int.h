@@ -120,6 +120,25 @@ FIRN_MUST_CHECK firn_rc firn__write_data_files(const firn__write_ctx *w,
                                                firn__rowloc *out_locs,
                                                firn_err *err);
 
+/** A sequence of data files of one unpartitioned table written from many batches (rolled at
+ * pq_opts->file_bytes): the backfill keeps one open per chunk so files reach the target size. */
+typedef struct firn__stream firn__stream;
+/** Starts a stream (w copied; its strings borrowed until close). FIRN_ERR_INVALID for a
+ * partitioned spec. */
+FIRN_MUST_CHECK firn_rc firn__stream_open(const firn__write_ctx *w,
+                                          firn__stream **out,
+                                          firn_err *err);
+/** Appends every row of b (row positions continue across files). */
+FIRN_MUST_CHECK firn_rc firn__stream_write(firn__stream *s, firn_batch *b, firn_err *err);
+/** Closes the last file, moves the described files to *files / *n_files (appended; rows in
+ * write order: file k holds the next record_count rows) and frees s, also on error. */
+FIRN_MUST_CHECK firn_rc firn__stream_close(firn__stream *s,
+                                           firn_data_file **files,
+                                           size_t *n_files,
+                                           firn_err *err);
+/** Drops s; files it already published stay unreferenced. NULL accepted. */
+void firn__stream_abort(firn__stream *s);
+
 /** One row position to delete. */
 typedef struct firn__posdel {
     const char *path; /* data file location (borrowed) */

@@ -104,7 +104,20 @@ static int64_t first_col(firn_batch *b, size_t r)
     return ((const int64_t *)firn_column_values(c))[r];
 }
 
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static firn_rc on_batch_locked(void *ctx, const firn_pg_chunk *chunk, firn_batch *b, firn_err *err);
+
+/* Batches arrive from several workers at once. */
 static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *b, firn_err *err)
+{
+    pthread_mutex_lock(&seen_lock);
+    firn_rc rc = on_batch_locked(ctx, chunk, b, err);
+    pthread_mutex_unlock(&seen_lock);
+    return rc;
+}
+
+static firn_rc on_batch_locked(void *ctx, const firn_pg_chunk *chunk, firn_batch *b, firn_err *err)
 {
     (void)err;
     seen *s = ctx;
@@ -127,8 +140,10 @@ static firn_rc on_retry(void *ctx, const firn_pg_chunk *chunk, firn_err *err)
 {
     (void)err;
     seen *s = ctx;
+    pthread_mutex_lock(&seen_lock);
     s->retries++;
     s->n_ids[chunk->id] = 0;
+    pthread_mutex_unlock(&seen_lock);
     return FIRN_OK;
 }
 

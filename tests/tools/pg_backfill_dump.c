@@ -173,6 +173,7 @@ static firn_rc on_batch(void *vctx, const firn_pg_chunk *chunk, firn_batch *b, f
     (void)err;
     dump_ctx *ctx = vctx;
     const firn_pg_table *t = chunk->table;
+    flockfile(stdout); /* batches arrive from several workers at once */
     for (size_t r = 0; r < firn_batch_rows(b); r++) {
         fputs("{\"t\":", stdout);
         char name[300];
@@ -189,6 +190,7 @@ static firn_rc on_batch(void *vctx, const firn_pg_chunk *chunk, firn_batch *b, f
         fputs("}}\n", stdout);
     }
     ctx->rows += firn_batch_rows(b);
+    funlockfile(stdout);
     return FIRN_OK;
 }
 

@@ -134,7 +134,7 @@ typedef struct runner {
     size_t batch_bytes;
     int max_retries;
     pthread_mutex_t lock;    /* next, failed, err */
-    pthread_mutex_t cb_lock; /* serializes the callbacks */
+    pthread_mutex_t cb_lock; /* serializes on_chunk_done and on_chunk_retry */
     size_t next;
     volatile int failed;
     firn_rc rc;
@@ -251,9 +251,8 @@ static void worker_set_table(worker *w, const firn_pg_table *t)
 static firn_rc deliver(worker *w, const firn_pg_chunk *c, firn_err *err)
 {
     runner *r = w->r;
-    pthread_mutex_lock(&r->cb_lock);
+    /* Not serialized: the engine encodes Parquet in the worker that read the rows. */
     firn_rc rc = r->opts->on_batch(r->opts->ctx, c, w->batch, err);
-    pthread_mutex_unlock(&r->cb_lock);
     firn_batch_reset(w->batch);
     if (rc && err->code == FIRN_OK)
         firn_err_set(err, rc, "backfill batch callback failed");
