@@ -281,7 +281,7 @@ static void update_index(firn__table *t, const firn__fold *f, const flush_out *o
     firn_free(ords);
 }
 
-static firn_rc flush_upsert(firn__table *t, uint64_t lsn, firn_err *err)
+static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     firn__fold f;
     FIRN_TRY(firn__fold_run(t->buf, t->key_cols, t->n_key, &f, err));
@@ -304,7 +304,7 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, firn_err *err)
     if (rc == FIRN_OK && (o.n_files > 0 || lsn > t->committed_lsn)) {
         if (o.n_files > 0)
             rc = firn__table_commit(t, o.files, n_data, o.files + n_data, o.n_files - n_data, false,
-                                    lsn, NULL, err);
+                                    lsn, extra, err);
         else
             t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
     }
@@ -321,14 +321,14 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, firn_err *err)
     return rc;
 }
 
-static firn_rc flush_append(firn__table *t, uint64_t lsn, firn_err *err)
+static firn_rc flush_append(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     flush_out o = {0};
     char data_dir[4096];
     firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
     firn_rc rc = firn__write_data_files(&w, t->buf, NULL, 0, &o.files, &o.n_files, NULL, err);
     if (rc == FIRN_OK && o.n_files)
-        rc = firn__table_commit(t, o.files, o.n_files, NULL, 0, false, lsn, NULL, err);
+        rc = firn__table_commit(t, o.files, o.n_files, NULL, 0, false, lsn, extra, err);
     if (rc == FIRN_OK) {
         t->rows_written += firn_batch_rows(t->buf);
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu change rows, lsn %llu",
@@ -340,9 +340,15 @@ static firn_rc flush_append(firn__table *t, uint64_t lsn, firn_err *err)
 
 firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err)
 {
+    return firn__table_flush_extra(t, lsn, NULL, err);
+}
+
+firn_rc
+firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
+{
     if (firn_batch_rows(t->buf) == 0)
         return FIRN_OK;
-    firn_rc rc = t->upsert ? flush_upsert(t, lsn, err) : flush_append(t, lsn, err);
+    firn_rc rc = t->upsert ? flush_upsert(t, lsn, extra, err) : flush_append(t, lsn, extra, err);
     if (rc == FIRN_OK) {
         firn_batch_reset(t->buf);
         firn__engine_note_commit(t->eng, t);

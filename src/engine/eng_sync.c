@@ -321,6 +321,8 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
     int64_t t0 = firn_monotonic_ns();
     firn_rc rc = engine_open(&e, cfg, opts, err);
     bool cdc = false, backfill = false;
+    if (rc == FIRN_OK)
+        rc = fail(FIRN_FAULT_SOURCE, firn__incremental_run(&e, err));
     for (size_t i = 0; rc == FIRN_OK && i < e.n_tables; i++) {
         cdc |= e.tables[i]->cdc;
         backfill |= e.tables[i]->needs_backfill;

@@ -254,6 +254,13 @@ FIRN_MUST_CHECK firn_rc firn__table_commit(firn__table *t,
 /** Writes t's buffered changes (fold by key, data files, position deletes) and commits them
  * with position lsn. Nothing to do for an empty buffer. */
 FIRN_MUST_CHECK firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err);
+/** firn__table_flush with extra snapshot summary keys (NULL: none). */
+FIRN_MUST_CHECK firn_rc firn__table_flush_extra(firn__table *t,
+                                                uint64_t lsn,
+                                                const firn_summary *extra,
+                                                firn_err *err);
+/** Runs the incremental (cursor column) streams: rows above the committed cursor. */
+FIRN_MUST_CHECK firn_rc firn__incremental_run(firn__engine *e, firn_err *err);
 /** Registers a committed data file in t's index file table and returns its ordinal. */
 uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f);
 
