@@ -435,20 +435,28 @@ class Prober:
             self.stop_read.wait(0.1)
 
     def latencies(self) -> dict:
-        lat = sorted(self.seen[i] - t for i, t in self.committed.items() if i in self.seen)
-        if not lat:
-            return {"probes": len(self.committed), "seen": 0}
-
-        def q(p: float) -> float:
-            return round(lat[min(len(lat) - 1, int(p * len(lat)))], 3)
-
-        # The reader's own time (metadata load + scan) is part of each latency; it is given
-        # here so it can be told apart from the writer's.
-        return {"probes": len(self.committed), "seen": len(lat), "p50_s": q(0.50),
-                "p99_s": q(0.99), "max_s": round(lat[-1], 3),
-                "mean_s": round(statistics.fmean(lat), 3),
-                "reader_scan_s_mean": round(statistics.fmean(self.scan_s), 3),
-                "reader_scans": len(self.scan_s)}
+        """Percentiles over ALL probes: a probe never seen counts as slower than any seen one,
+        so a percentile that falls on unseen probes is null (with unseen_after_s, how long the
+        youngest unseen probe had been waited for) instead of a flattering figure."""
+        end = time.time()
+        seen = sorted(self.seen[i] - t for i, t in self.committed.items() if i in self.seen)
+        unseen = [end - t for i, t in self.committed.items() if i not in self.seen]
+        n = len(seen) + len(unseen)
+        out = {"probes": n, "seen": len(seen)}
+        if unseen:
+            out["unseen_after_s"] = round(min(unseen), 3)
+        if self.scan_s:
+            # The reader's own time (metadata load + scan) is part of each latency; it is given
+            # here so it can be told apart from the writer's.
+            out["reader_scan_s_mean"] = round(statistics.fmean(self.scan_s), 3)
+            out["reader_scans"] = len(self.scan_s)
+        for name, p in (("p50_s", 0.50), ("p99_s", 0.99)):
+            k = min(n - 1, int(p * n)) if n else 0
+            out[name] = round(seen[k], 3) if k < len(seen) else None
+        if seen:
+            out["max_seen_s"] = round(seen[-1], 3)
+            out["mean_seen_s"] = round(statistics.fmean(seen), 3)
+        return out
 
 
 def commit_files(catalog_db: Path, since_ms: int) -> dict:
@@ -556,6 +564,13 @@ def fmt(v, unit="", nd=1) -> str:
     return str(v)
 
 
+def pct(la: dict, key: str) -> str:
+    """A latency percentile for the tables: '> N' when it falls on probes never seen."""
+    if la.get(key) is not None:
+        return f"{la[key]:.2f}"
+    return f">{la['unseen_after_s']:.0f}" if "unseen_after_s" in la else "-"
+
+
 def print_table(rep: dict, out=sys.stdout) -> None:
     w = out.write
     mi = rep["machine"]
@@ -606,7 +621,7 @@ def print_table(rep: dict, out=sys.stdout) -> None:
             w(f"{'':<9}{sysname:<7}{'':>49}  {f['status']}: {f.get('reason', '')}\n")
             continue
         la, fi = f["latency"], f["files"]
-        w(f"{'':<9}{sysname:<7}{fmt(la.get('p50_s'), nd=2):>8}{fmt(la.get('p99_s'), nd=2):>8}"
+        w(f"{'':<9}{sysname:<7}{pct(la, 'p50_s'):>8}{pct(la, 'p99_s'):>8}"
           f"{la['seen']:>4}/{la['probes']:<3}{f['peak_rss_mb']:>9.0f}{fi['commits']:>8}"
           f"{fmt(fi.get('files_per_commit_mean'), nd=2):>8}  {f['status']}\n")
     w("\n" + galaxy_line(rep) + "\n")
@@ -661,7 +676,8 @@ def markdown(rep: dict) -> str:
             row(label, sysname, "", "", "", "", "", "", f"{f['status']} ({f.get('reason', '')})")
             continue
         la, fi = f["latency"], f["files"]
-        row(label, sysname, "", f"latency p50 {la.get('p50_s')} s, p99 {la.get('p99_s')} s", "",
+        row(label, sysname, "", f"latency p50 {pct(la, 'p50_s')} s, p99 {pct(la, 'p99_s')} s "
+            f"({la['seen']}/{la['probes']} probes seen)", "",
             "", f"{f['peak_rss_mb']:.0f}",
             f"{fi['commits']} commits, {fi.get('files_per_commit_mean')} files/commit",
             f["status"])
