@@ -54,8 +54,8 @@ NOT_RUN = "not run"
 # Rows per table and CDC load. small fits a 2-core, 24 GiB machine in < 15 minutes.
 SIZES = {
     "smoke": dict(trips=20_000, fhv_trips=30_000, narrow=30_000, wide=2_000, cdc_full_s=2,
-                  cdc_clients=2, live_rate=100, live_s=3, commit_s=1.0, peer_cap_s=60,
-                  firn_cap_s=60, peer_datasets=["taxi"]),
+                  cdc_clients=2, live_rate=100, live_s=2, commit_s=1.0, peer_cap_s=60,
+                  firn_cap_s=60, datasets=["taxi"]),
     "small": dict(trips=1_000_000, fhv_trips=2_000_000, narrow=3_000_000, wide=100_000,
                   cdc_full_s=20, cdc_clients=2, live_rate=500, live_s=45, commit_s=2.0,
                   peer_cap_s=150, firn_cap_s=300),
@@ -240,6 +240,8 @@ def phase_backfill(ci, firn_bin, firn_info: dict, wd, size, parallel, skip_peer)
     only a stub engine (its sync fails with "not built")."""
     out = {}
     for name, tables in DATASETS.items():
+        if name not in size.get("datasets", DATASETS):
+            continue
         rows = sum(size[t] for t in tables)
         with pg_connect(ci) as c:
             pages = {t: measure.table_pages(c, t) for t in tables}
@@ -256,9 +258,8 @@ def phase_backfill(ci, firn_bin, firn_info: dict, wd, size, parallel, skip_peer)
                 firn_info.update(available=False, reason=f"firn sync unavailable ({last})")
         if not firn_info["available"]:
             entry["firn"] = {"status": NOT_RUN, "reason": firn_info["reason"]}
-        if skip_peer or name not in size.get("peer_datasets", DATASETS):
-            entry["peer"] = {"status": NOT_RUN, "reason": "--skip-peer" if skip_peer else
-                             f"not part of size {size.get('name')}"}
+        if skip_peer:
+            entry["peer"] = {"status": NOT_RUN, "reason": "--skip-peer"}
         else:
             log(f"backfill {name}: python peer")
             entry["peer"] = backfill_peer(ci, wd, name, tables, rows, raw["wall_s"], parallel)
