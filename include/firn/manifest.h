@@ -200,7 +200,12 @@ typedef struct firn_data_file {
     int32_t *equality_ids; /* NULL absent; required for content 2 */
     bool has_sort_order_id;
     int32_t sort_order_id;
-    char *referenced_data_file; /* NULL absent */
+    bool has_first_row_id; /* v3 data files: _row_id of row 0; false = null (inherited) */
+    int64_t first_row_id;
+    char *referenced_data_file; /* NULL absent; required for DVs */
+    bool has_content_offset;    /* v3 DVs: where the blob lies in the Puffin file */
+    int64_t content_offset;
+    int64_t content_size_in_bytes;
 } firn_data_file;
 
 /** Initializes f as an empty data file of the given content, path (copied), format "parquet",
@@ -230,6 +235,21 @@ void firn_data_file_set_split_offsets(firn_data_file *f, const int64_t *offsets,
 void firn_data_file_set_equality_ids(firn_data_file *f, const int32_t *ids, size_t n);
 /** Sets referenced_data_file (copied; NULL clears). */
 void firn_data_file_set_referenced(firn_data_file *f, const char *path);
+/** True when f is a deletion vector (position deletes in a Puffin file, format/spec.md
+ * "Deletion Vectors"). */
+bool firn_data_file_is_dv(const firn_data_file *f);
+/** Initializes f as the manifest entry of one deletion vector (content 1, file_format "PUFFIN",
+ * spec spec_id): file_path/file_size_in_bytes of the Puffin file, referenced_data_file (copied),
+ * content_offset/content_size_in_bytes of the blob, record_count = cardinality. Set the
+ * partition of the data file with firn_data_file_set_partition. */
+void firn_data_file_init_dv(firn_data_file *f,
+                            const char *puffin_path,
+                            int64_t puffin_size_bytes,
+                            int32_t spec_id,
+                            const char *referenced_data_file,
+                            int64_t content_offset,
+                            int64_t content_size_bytes,
+                            int64_t cardinality);
 
 /** Entry status in a manifest. */
 typedef enum firn_entry_status {
@@ -292,6 +312,8 @@ typedef struct firn_manifest_file {
     firn_partition_summary *partitions;
     uint8_t *key_metadata; /* NULL absent */
     size_t key_metadata_len;
+    bool has_first_row_id; /* v3 data manifests; false = null (assigned by the list writer) */
+    int64_t first_row_id;
 } firn_manifest_file;
 
 /** Frees what mf owns and zeroes it (NULL accepted). */
@@ -305,7 +327,7 @@ void firn_manifest_file_copy(firn_manifest_file *dst, const firn_manifest_file *
 
 /** What a manifest is written for. Everything is borrowed for the writer's lifetime. */
 typedef struct firn_manifest_opts {
-    int format_version;              /* 2 (1 and 3 are not written yet) */
+    int format_version;              /* 2 or 3 (v3 adds first_row_id, content offset/size) */
     firn_manifest_content content;   /* data or deletes */
     const firn_partition_spec *spec; /* the one spec of every entry */
     const firn_field *schema;        /* table schema (STRUCT tree), for partition types */
@@ -317,9 +339,11 @@ typedef struct firn_manifest_opts {
 
 typedef struct firn_manifest_writer firn_manifest_writer;
 
-/** Starts a manifest (format v2: Avro schema exactly as Java's V2Metadata writes it, with the
- * r102 partition record typed per transform result and k<id>_v<id> int-keyed maps; header keys
- * schema, schema-id, partition-spec, partition-spec-id, format-version, content). Errors from
+/** Starts a manifest (format v2 or v3: Avro schema exactly as Java's V2Metadata/V3Metadata write
+ * it, with the r102 partition record typed per transform result and k<id>_v<id> int-keyed maps;
+ * v3 adds data_file fields 142 first_row_id (data files), 144 content_offset and 145
+ * content_size_in_bytes (position deletes); header keys schema, schema-id, partition-spec,
+ * partition-spec-id, format-version, content). Errors from
  * firn_partition_spec_types; FIRN_ERR_UNSUPPORTED for other format versions. Free with
  * firn_manifest_writer_free. Not thread-safe. */
 FIRN_MUST_CHECK firn_rc firn_manifest_writer_new(const firn_manifest_opts *opts,
@@ -368,6 +392,26 @@ FIRN_MUST_CHECK firn_rc firn_manifest_list_write(firn_io *io,
                                                  size_t n_files,
                                                  uint64_t *out_length_bytes,
                                                  firn_err *err);
+/** Manifest-list header facts (ICEBERG.md §B.1). */
+typedef struct firn_manifest_list_header {
+    int format_version;         /* 2 or 3 */
+    int64_t snapshot_id;        /* the snapshot the list belongs to */
+    int64_t parent_snapshot_id; /* -1: "null" */
+    int64_t sequence_number;    /* replaces FIRN_SEQ_NULL sequence numbers of the records */
+    int64_t first_row_id;       /* v3: the snapshot's first-row-id (header "first-row-id") */
+} firn_manifest_list_header;
+
+/** Writes a manifest list of format h->format_version: as firn_manifest_list_write, and for v3
+ * the first_row_id (520) of each record (null for delete manifests and for data manifests
+ * without has_first_row_id) and the header key first-row-id. The caller assigns first row ids
+ * (the snapshot producer does, ICEBERG.md §A "v3"). FIRN_ERR_UNSUPPORTED for other versions. */
+FIRN_MUST_CHECK firn_rc firn_manifest_list_write_ex(firn_io *io,
+                                                    const char *location,
+                                                    const firn_manifest_list_header *h,
+                                                    const firn_manifest_file *files,
+                                                    size_t n_files,
+                                                    uint64_t *out_length_bytes,
+                                                    firn_err *err);
 /** Reads a manifest list (written by firn, Java, pyiceberg...; v1 lists read with v2 defaults:
  * content data, sequence numbers 0) into an owned array (*out, *out_n); free with
  * firn_manifest_files_free. */
@@ -393,8 +437,10 @@ typedef struct firn_manifest {
 /** Reads the manifest mf points to and applies v2 inheritance from mf: null snapshot ids
  * become mf->added_snapshot_id; null data/file sequence numbers of ADDED entries (and of every
  * entry when the manifest's sequence number is 0, as in upgraded v1 tables) become
- * mf->sequence_number. Fields are resolved by field id, so manifests of Java, Spark and
- * pyiceberg read as well. FIRN_ERR_PARSE for malformed files. */
+ * mf->sequence_number; and v3 first-row-id inheritance: live data files without first_row_id
+ * get mf->first_row_id plus the record counts of the live ones before them. Fields are resolved by
+ * field id, so manifests of Java, Spark and pyiceberg read as well. FIRN_ERR_PARSE for malformed
+ * files. */
 FIRN_MUST_CHECK firn_rc firn_manifest_read(firn_io *io,
                                            const firn_manifest_file *mf,
                                            firn_manifest **out,
@@ -434,9 +480,17 @@ void firn_summary_set_i64(firn_summary *s, const char *key, int64_t value);
 /** Borrowed value of key, or NULL. */
 const char *firn_summary_get(const firn_summary *s, const char *key);
 
+/** The deletion vector a commit replaces for one data file (format/spec.md: at most one DV per
+ * data file per snapshot; the new DV merges the old one's positions). Borrowed strings. */
+typedef struct firn_dv_replace {
+    const char *data_file; /* referenced data file of a DV added in the commit */
+    const char *dv_path;   /* Puffin file of the DV it had when the caller merged, NULL: none */
+    int64_t dv_offset;     /* content_offset of that DV */
+} firn_dv_replace;
+
 /** Inputs of one snapshot commit's manifest work. Everything borrowed. */
 typedef struct firn_snapshot_input {
-    int format_version;                 /* 2 */
+    int format_version;                 /* 2 or 3 */
     int64_t snapshot_id;                /* the new snapshot */
     int64_t parent_snapshot_id;         /* -1 when none */
     int64_t sequence_number;            /* the new snapshot's sequence number */
@@ -459,6 +513,10 @@ typedef struct firn_snapshot_input {
                                 * there are at least this many (0: never) */
     const firn_summary *extra; /* extra summary keys copied as is (firn.position...) */
     firn_avro_codec codec;     /* manifests and list; Java default deflate */
+    int64_t first_row_id;      /* v3: the table's next-row-id (the snapshot's first-row-id) */
+    const firn_dv_replace *dv_replaces; /* v3: the DV each added DV replaces (data files not
+                                         * listed must have none) */
+    size_t n_dv_replaces;
 } firn_snapshot_input;
 
 /** What a commit needs from the producer. Owned; free with firn_snapshot_result_deinit. */
@@ -470,6 +528,8 @@ typedef struct firn_snapshot_result {
     size_t manifests_created;
     size_t manifests_kept;
     size_t manifests_replaced;
+    int64_t first_row_id; /* v3: the snapshot's first-row-id, -1 for v2 */
+    int64_t added_rows;   /* v3: row ids assigned to new data manifests, -1 for v2 */
 } firn_snapshot_result;
 
 /** Writes one new manifest per content type (data; position and equality deletes share one
@@ -478,8 +538,14 @@ typedef struct firn_snapshot_result {
  * merge_min_count), writes the manifest list "snap-<id>-1-<uuid>.avro" and returns its location
  * with the snapshot summary (ICEBERG.md §A "Snapshot summary"). Files are written through io
  * with new unique names and never overwritten. FIRN_ERR_NOT_FOUND when a removed path is not
- * live in the parent; FIRN_ERR_INVALID when nothing changes. On error, files already written
- * stay (unreferenced; orphan cleanup removes them). Not thread-safe. */
+ * live in the parent; FIRN_ERR_INVALID when nothing changes.
+ * Format v3 (ICEBERG.md §A "v3", §D): first_row_id assigned to new data manifests in list order
+ * from in->first_row_id (result added_rows); added deletes must be DVs or equality deletes; for
+ * every data file that gets a DV, its earlier DV (which must be the one in dv_replaces) and
+ * file-scoped position-delete files are removed in the same commit: FIRN_ERR_EXISTS when it has
+ * a live DV other than the expected one, FIRN_ERR_NOT_FOUND when the expected DV is no longer
+ * live (both: reload and merge again). On error, files already written stay (unreferenced;
+ * orphan cleanup removes them). Not thread-safe. */
 FIRN_MUST_CHECK firn_rc firn_snapshot_produce(firn_io *io,
                                               const firn_snapshot_input *in,
                                               firn_snapshot_result *out,

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static void *dup_or_null(const void *p, size_t len)
 {
@@ -146,6 +147,32 @@ void firn_data_file_set_referenced(firn_data_file *f, const char *path)
 {
     firn_free(f->referenced_data_file);
     f->referenced_data_file = path ? firn_strdup(path) : NULL;
+}
+
+bool firn_data_file_is_dv(const firn_data_file *f)
+{
+    return f->content == FIRN_CONTENT_POSITION_DELETES && f->file_format &&
+           strcasecmp(f->file_format, "puffin") == 0;
+}
+
+void firn_data_file_init_dv(firn_data_file *f,
+                            const char *puffin_path,
+                            int64_t puffin_size_bytes,
+                            int32_t spec_id,
+                            const char *referenced_data_file,
+                            int64_t content_offset,
+                            int64_t content_size_bytes,
+                            int64_t cardinality)
+{
+    firn_data_file_init(f, FIRN_CONTENT_POSITION_DELETES, puffin_path, spec_id);
+    firn_free(f->file_format);
+    f->file_format = firn_strdup("PUFFIN"); /* Java writes the enum name */
+    f->file_size_in_bytes = puffin_size_bytes;
+    f->record_count = cardinality;
+    firn_data_file_set_referenced(f, referenced_data_file);
+    f->has_content_offset = true;
+    f->content_offset = content_offset;
+    f->content_size_in_bytes = content_size_bytes;
 }
 
 void firn_manifest_file_deinit(firn_manifest_file *mf)

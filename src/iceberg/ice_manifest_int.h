@@ -39,12 +39,13 @@ firn_rc firn__value_human(const firn_value *v, firn_transform t, firn_buf *out);
 /* Finds a field by id anywhere in a schema tree, or NULL. */
 const firn_field *firn__schema_find(const firn_field *schema, int32_t id);
 
-/* Appends the Avro schema JSON of v2 manifest entries for spec (result types types[]). */
+/* Appends the Avro schema JSON of v2 or v3 manifest entries for spec (result types types[]). */
 firn_rc firn__manifest_entry_schema(const firn_partition_spec *spec,
                                     const firn_ptype *types,
+                                    int format_version,
                                     firn_buf *out);
-/* Appends the Avro schema JSON of v2 manifest lists. */
-firn_rc firn__manifest_list_schema(firn_buf *out);
+/* Appends the Avro schema JSON of v2 or v3 manifest lists. */
+firn_rc firn__manifest_list_schema(int format_version, firn_buf *out);
 /* Bytes of the Avro fixed holding a decimal of the given precision (Java decimalRequiredBytes). */
 int firn__decimal_bytes(int32_t precision);
 /* Partition value type of an Avro schema (union branches skipped). */

@@ -230,7 +230,13 @@ read_data_file(const firn_avro_value *df, int32_t spec_id, firn_data_file *f, fi
         f->has_sort_order_id = true;
         f->sort_order_id = (int32_t)so;
     }
+    f->has_first_row_id = get_long(df, 142, &f->first_row_id);
     f->referenced_data_file = get_string(df, 143);
+    f->has_content_offset = get_long(df, 144, &f->content_offset);
+    if (f->has_content_offset && !get_long(df, 145, &f->content_size_in_bytes))
+        return firn_err_set(err, FIRN_ERR_PARSE,
+                            "manifest entry of \"%s\" has content_offset without a size",
+                            f->file_path);
     return FIRN_OK;
 }
 
@@ -266,6 +272,25 @@ static firn_rc read_entry(const firn_avro_value *v,
     FIRN_TRY(read_data_file(df, spec_id, &e->file, err));
     inherit(e, mf);
     return FIRN_OK;
+}
+
+/* v3 first-row-id inheritance (format/spec.md "First Row ID Inheritance"): live data files with a
+ * null first_row_id take the manifest's plus the rows of the live ones before them, matching
+ * the manifest-list writer's accounting (added + existing rows). */
+static void inherit_row_ids(firn_manifest *m, const firn_manifest_file *mf)
+{
+    if (!mf || !mf->has_first_row_id || mf->content != FIRN_MANIFEST_DATA)
+        return;
+    int64_t next = mf->first_row_id;
+    for (size_t i = 0; i < m->n_entries; i++) {
+        firn_data_file *f = &m->entries[i].file;
+        if (m->entries[i].status == FIRN_ENTRY_DELETED || f->content != FIRN_CONTENT_DATA ||
+            f->has_first_row_id)
+            continue;
+        f->has_first_row_id = true;
+        f->first_row_id = next;
+        next += f->record_count;
+    }
 }
 
 static char *meta_string(const firn_avro_reader *r, const char *key)
@@ -328,6 +353,7 @@ firn_rc firn_manifest_parse(
         firn_manifest_free(m);
         return rc;
     }
+    inherit_row_ids(m, inh);
     *out = m;
     return FIRN_OK;
 }
@@ -398,6 +424,7 @@ static firn_rc read_manifest_file(const firn_avro_value *v, firn_manifest_file *
     mf->deleted_rows_count = long_or(v, 514, 0);
     read_summaries(v, mf);
     mf->key_metadata = get_bytes(v, 519, &mf->key_metadata_len);
+    mf->has_first_row_id = get_long(v, 520, &mf->first_row_id);
     return FIRN_OK;
 }
 

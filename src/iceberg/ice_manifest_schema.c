@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Avro write schemas of v2 manifests and manifest lists, field for field as Iceberg Java's
- * V2Metadata and AvroSchemaUtil produce them: record names manifest_entry, r2, r102,
+/* Avro write schemas of v2 and v3 manifests and manifest lists, field for field as Iceberg Java's
+ * V2Metadata/V3Metadata and AvroSchemaUtil produce them: record names manifest_entry, r2, r102,
  * k<key>_v<value>, manifest_file, r508; optional fields as ["null", T] with default null. */
 #include "ice_manifest_int.h"
 
@@ -193,8 +193,10 @@ static firn_rc dump(json_t *j, firn_buf *out)
     return rc ? FIRN_ERR_TOO_LARGE : FIRN_OK;
 }
 
-firn_rc
-firn__manifest_entry_schema(const firn_partition_spec *spec, const firn_ptype *types, firn_buf *out)
+firn_rc firn__manifest_entry_schema(const firn_partition_spec *spec,
+                                    const firn_ptype *types,
+                                    int format_version,
+                                    firn_buf *out)
 {
     json_t *df = json_array();
     json_array_append_new(df, field("content", json_string("int"), 134, false));
@@ -213,7 +215,13 @@ firn__manifest_entry_schema(const firn_partition_spec *spec, const firn_ptype *t
     json_array_append_new(df, field("split_offsets", list_of("long", 133), 132, true));
     json_array_append_new(df, field("equality_ids", list_of("int", 136), 135, true));
     json_array_append_new(df, field("sort_order_id", json_string("int"), 140, true));
+    if (format_version >= 3)
+        json_array_append_new(df, field("first_row_id", json_string("long"), 142, true));
     json_array_append_new(df, field("referenced_data_file", json_string("string"), 143, true));
+    if (format_version >= 3) {
+        json_array_append_new(df, field("content_offset", json_string("long"), 144, true));
+        json_array_append_new(df, field("content_size_in_bytes", json_string("long"), 145, true));
+    }
     json_t *entry = json_array();
     json_array_append_new(entry, field("status", json_string("int"), 0, false));
     json_array_append_new(entry, field("snapshot_id", json_string("long"), 1, true));
@@ -223,7 +231,7 @@ firn__manifest_entry_schema(const firn_partition_spec *spec, const firn_ptype *t
     return dump(record("manifest_entry", entry), out);
 }
 
-firn_rc firn__manifest_list_schema(firn_buf *out)
+firn_rc firn__manifest_list_schema(int format_version, firn_buf *out)
 {
     json_t *sum = json_array();
     json_array_append_new(sum, field("contains_null", json_string("boolean"), 509, false));
@@ -250,6 +258,8 @@ firn_rc firn__manifest_list_schema(firn_buf *out)
         json_array_append_new(fields, field(F[i].name, json_string(F[i].type), F[i].id, false));
     json_array_append_new(fields, field("partitions", parts, 507, true));
     json_array_append_new(fields, field("key_metadata", json_string("bytes"), 519, true));
+    if (format_version >= 3)
+        json_array_append_new(fields, field("first_row_id", json_string("long"), 520, true));
     return dump(record("manifest_file", fields), out);
 }
 

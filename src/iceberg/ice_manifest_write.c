@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Manifest and manifest-list writers, format v2 (format/spec.md "Manifests", "Manifest
- * Lists"; ICEBERG.md §B): entries encoded in Java's V2Metadata field order, partition field
- * summaries, exact lengths of what was uploaded. */
+/* Manifest and manifest-list writers, format v2 and v3 (format/spec.md "Manifests", "Manifest
+ * Lists"; ICEBERG.md §B): entries encoded in Java's V2Metadata/V3Metadata field order, partition
+ * field summaries, exact lengths of what was uploaded. */
 #include "ice_manifest_int.h"
 
 #include <inttypes.h>
@@ -69,8 +69,9 @@ static firn_rc write_header(firn_manifest_writer *w, firn_err *err)
     snprintf(num, sizeof num, "%d", (int)o->spec->spec_id);
     if (!rc)
         rc = set_meta(w, "partition-spec-id", num, err);
+    snprintf(num, sizeof num, "%d", o->format_version);
     if (!rc)
-        rc = set_meta(w, "format-version", "2", err);
+        rc = set_meta(w, "format-version", num, err);
     if (!rc)
         rc = set_meta(w, "content", o->content == FIRN_MANIFEST_DELETES ? "deletes" : "data", err);
     firn_buf_deinit(&spec_json);
@@ -80,7 +81,7 @@ static firn_rc write_header(firn_manifest_writer *w, firn_err *err)
 firn_rc
 firn_manifest_writer_new(const firn_manifest_opts *opts, firn_manifest_writer **out, firn_err *err)
 {
-    if (opts->format_version != 2)
+    if (opts->format_version != 2 && opts->format_version != 3)
         return firn_err_set(err, FIRN_ERR_UNSUPPORTED,
                             "cannot write manifests of format version %d", opts->format_version);
     firn_manifest_writer *w = firn_calloc(1, sizeof *w);
@@ -96,7 +97,7 @@ firn_manifest_writer_new(const firn_manifest_opts *opts, firn_manifest_writer **
     firn_buf schema;
     firn_buf_init(&schema, 1 << 20);
     firn_rc rc = firn_partition_spec_types(opts->spec, opts->schema, w->types, err);
-    if (!rc && firn__manifest_entry_schema(opts->spec, w->types, &schema))
+    if (!rc && firn__manifest_entry_schema(opts->spec, w->types, opts->format_version, &schema))
         rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "manifest schema too large");
     if (!rc) {
         w->avro =
@@ -218,7 +219,28 @@ static firn_rc put_metric_map(firn_buf *b, const firn_data_file *f, int which)
     return firn_avro_put_long(b, 0);
 }
 
-static firn_rc put_tail(firn_buf *b, const firn_data_file *f)
+static firn_rc put_opt_string(firn_buf *b, const char *s)
+{
+    if (!s)
+        return firn_avro_put_long(b, 0);
+    FIRN_TRY(firn_avro_put_long(b, 1));
+    return firn_avro_put_string(b, s);
+}
+
+/* v3 tail: first_row_id (data files only), referenced_data_file, content_offset and
+ * content_size_in_bytes (position deletes only), as Java's V3Metadata writes them. */
+static firn_rc put_tail_v3(firn_buf *b, const firn_data_file *f)
+{
+    bool data = f->content == FIRN_CONTENT_DATA;
+    bool pos = f->content == FIRN_CONTENT_POSITION_DELETES;
+    FIRN_TRY(put_opt_long(b, data && f->has_first_row_id ? f->first_row_id : FIRN_SEQ_NULL));
+    FIRN_TRY(put_opt_string(b, pos ? f->referenced_data_file : NULL));
+    bool off = pos && f->has_content_offset;
+    FIRN_TRY(put_opt_long(b, off ? f->content_offset : FIRN_SEQ_NULL));
+    return put_opt_long(b, off ? f->content_size_in_bytes : FIRN_SEQ_NULL);
+}
+
+static firn_rc put_tail(firn_buf *b, const firn_data_file *f, int format_version)
 {
     if (f->key_metadata) {
         FIRN_TRY(firn_avro_put_long(b, 1));
@@ -245,13 +267,12 @@ static firn_rc put_tail(firn_buf *b, const firn_data_file *f)
         FIRN_TRY(firn_avro_put_long(b, 0));
     }
     FIRN_TRY(put_opt_long(b, f->has_sort_order_id ? f->sort_order_id : FIRN_SEQ_NULL));
-    if (!f->referenced_data_file)
-        return firn_avro_put_long(b, 0);
-    FIRN_TRY(firn_avro_put_long(b, 1));
-    return firn_avro_put_string(b, f->referenced_data_file);
+    if (format_version >= 3)
+        return put_tail_v3(b, f);
+    return put_opt_string(b, f->referenced_data_file);
 }
 
-static firn_rc put_entry(firn_buf *b, const firn_manifest_entry *e)
+static firn_rc put_entry(firn_buf *b, const firn_manifest_entry *e, int format_version)
 {
     const firn_data_file *f = &e->file;
     FIRN_TRY(firn_avro_put_long(b, e->status));
@@ -267,7 +288,7 @@ static firn_rc put_entry(firn_buf *b, const firn_manifest_entry *e)
     FIRN_TRY(firn_avro_put_long(b, f->file_size_in_bytes));
     for (int m = M_SIZE; m <= M_UPPER; m++)
         FIRN_TRY(put_metric_map(b, f, m));
-    return put_tail(b, f);
+    return put_tail(b, f, format_version);
 }
 
 static void keep_bound(firn_buf *store, firn_value *slot, const firn_value *v)
@@ -336,7 +357,7 @@ firn_manifest_writer_add(firn_manifest_writer *w, const firn_manifest_entry *e, 
     FIRN_TRY(check_entry(w, e, err));
     firn_buf *rec = firn_avro_writer_record(w->avro);
     size_t mark = rec->len;
-    firn_rc rc = put_entry(rec, e);
+    firn_rc rc = put_entry(rec, e, w->opts.format_version);
     if (rc) {
         firn_buf_truncate(rec, mark);
         return firn_err_set(err, rc, "manifest passes its size limit");
@@ -432,6 +453,7 @@ firn_rc firn_manifest_writer_finish(firn_manifest_writer *w,
         out->added_rows_count = w->added_rows;
         out->existing_rows_count = w->existing_rows;
         out->deleted_rows_count = w->deleted_rows;
+        out->has_first_row_id = false; /* assigned by the manifest-list writer (v3) */
         fill_summaries(w, out);
     }
     firn_buf_deinit(&bytes);
@@ -456,7 +478,8 @@ static firn_rc put_summary(firn_buf *b, const firn_partition_summary *s)
     return FIRN_OK;
 }
 
-static firn_rc put_manifest_file(firn_buf *b, const firn_manifest_file *mf, int64_t seq)
+static firn_rc
+put_manifest_file(firn_buf *b, const firn_manifest_file *mf, int64_t seq, int format_version)
 {
     int64_t s = mf->sequence_number == FIRN_SEQ_NULL ? seq : mf->sequence_number;
     int64_t min_s = mf->min_sequence_number == FIRN_SEQ_NULL ? seq : mf->min_sequence_number;
@@ -484,29 +507,37 @@ static firn_rc put_manifest_file(firn_buf *b, const firn_manifest_file *mf, int6
         }
         FIRN_TRY(firn_avro_put_long(b, 0));
     }
-    if (!mf->key_metadata)
-        return firn_avro_put_long(b, 0);
-    FIRN_TRY(firn_avro_put_long(b, 1));
-    return firn_avro_put_bytes(b, mf->key_metadata, mf->key_metadata_len);
+    if (!mf->key_metadata) {
+        FIRN_TRY(firn_avro_put_long(b, 0));
+    } else {
+        FIRN_TRY(firn_avro_put_long(b, 1));
+        FIRN_TRY(firn_avro_put_bytes(b, mf->key_metadata, mf->key_metadata_len));
+    }
+    if (format_version < 3)
+        return FIRN_OK;
+    bool data = mf->content == FIRN_MANIFEST_DATA;
+    return put_opt_long(b, data && mf->has_first_row_id ? mf->first_row_id : FIRN_SEQ_NULL);
 }
 
-static firn_rc list_meta(firn_avro_writer *aw,
-                         int64_t snapshot_id,
-                         int64_t parent_snapshot_id,
-                         int64_t sequence_number,
-                         firn_err *err)
+static firn_rc
+put_meta(firn_avro_writer *aw, const char *key, int64_t v, bool null_when_negative, firn_err *err)
 {
     char num[24];
-    snprintf(num, sizeof num, "%" PRId64, snapshot_id);
-    FIRN_TRY(firn_avro_writer_set_meta(aw, "snapshot-id", num, strlen(num), err));
-    if (parent_snapshot_id >= 0)
-        snprintf(num, sizeof num, "%" PRId64, parent_snapshot_id);
-    else
+    if (null_when_negative && v < 0)
         snprintf(num, sizeof num, "null");
-    FIRN_TRY(firn_avro_writer_set_meta(aw, "parent-snapshot-id", num, strlen(num), err));
-    snprintf(num, sizeof num, "%" PRId64, sequence_number);
-    FIRN_TRY(firn_avro_writer_set_meta(aw, "sequence-number", num, strlen(num), err));
-    return firn_avro_writer_set_meta(aw, "format-version", "2", 1, err);
+    else
+        snprintf(num, sizeof num, "%" PRId64, v);
+    return firn_avro_writer_set_meta(aw, key, num, strlen(num), err);
+}
+
+static firn_rc list_meta(firn_avro_writer *aw, const firn_manifest_list_header *h, firn_err *err)
+{
+    FIRN_TRY(put_meta(aw, "snapshot-id", h->snapshot_id, false, err));
+    FIRN_TRY(put_meta(aw, "parent-snapshot-id", h->parent_snapshot_id, true, err));
+    FIRN_TRY(put_meta(aw, "sequence-number", h->sequence_number, false, err));
+    if (h->format_version >= 3)
+        FIRN_TRY(put_meta(aw, "first-row-id", h->first_row_id, false, err));
+    return put_meta(aw, "format-version", h->format_version, false, err);
 }
 
 firn_rc firn_manifest_list_write(firn_io *io,
@@ -519,20 +550,36 @@ firn_rc firn_manifest_list_write(firn_io *io,
                                  uint64_t *out_length_bytes,
                                  firn_err *err)
 {
+    firn_manifest_list_header h = {2, snapshot_id, parent_snapshot_id, sequence_number, -1};
+    return firn_manifest_list_write_ex(io, location, &h, files, n_files, out_length_bytes, err);
+}
+
+firn_rc firn_manifest_list_write_ex(firn_io *io,
+                                    const char *location,
+                                    const firn_manifest_list_header *h,
+                                    const firn_manifest_file *files,
+                                    size_t n_files,
+                                    uint64_t *out_length_bytes,
+                                    firn_err *err)
+{
+    if (h->format_version != 2 && h->format_version != 3)
+        return firn_err_set(err, FIRN_ERR_UNSUPPORTED,
+                            "cannot write manifest lists of format version %d", h->format_version);
     firn_buf schema, bytes;
     firn_buf_init(&schema, 1 << 16);
     firn_buf_init(&bytes, FIRN__MANIFEST_MAX_BYTES);
     firn_avro_writer *aw = NULL;
-    firn_rc rc = firn__manifest_list_schema(&schema);
+    firn_rc rc = firn__manifest_list_schema(h->format_version, &schema);
     if (rc) {
         rc = firn_err_set(err, rc, "manifest list schema too large");
         goto out;
     }
     aw = firn_avro_writer_new((const char *)schema.data, FIRN_AVRO_CODEC_DEFLATE,
                               FIRN__MANIFEST_MAX_BYTES);
-    rc = list_meta(aw, snapshot_id, parent_snapshot_id, sequence_number, err);
+    rc = list_meta(aw, h, err);
     for (size_t i = 0; !rc && i < n_files; i++) {
-        rc = put_manifest_file(firn_avro_writer_record(aw), &files[i], sequence_number);
+        rc = put_manifest_file(firn_avro_writer_record(aw), &files[i], h->sequence_number,
+                               h->format_version);
         if (rc)
             rc = firn_err_set(err, rc, "manifest list \"%s\" passes its size limit", location);
         else

@@ -11,10 +11,19 @@
 #include <string.h>
 
 typedef struct counters {
-    int64_t files[3]; /* per content: data, position deletes, equality deletes */
+    int64_t files[3]; /* per content: data, position deletes (DVs included), equality deletes */
     int64_t records[3];
+    int64_t dvs;
     int64_t size_bytes;
 } counters;
+
+/* A data file receiving a DV in this commit and the DV it must replace. */
+typedef struct dv_slot {
+    const char *data_file;
+    const char *dv_path; /* NULL: the data file must have no live DV */
+    int64_t dv_offset;
+    bool found;
+} dv_slot;
 
 typedef struct producer {
     firn_io *io;
@@ -29,6 +38,8 @@ typedef struct producer {
     char **parts; /* changed partition keys, owned */
     size_t n_parts, cap_parts;
     int manifest_seq;
+    dv_slot *dvs; /* sorted by data_file */
+    size_t n_dvs;
 } producer;
 
 static void push_out(producer *p, firn_manifest_file *mf)
@@ -45,7 +56,12 @@ static void count_file(counters *c, const firn_data_file *f)
 {
     c->files[f->content]++;
     c->records[f->content] += f->record_count;
-    c->size_bytes += f->file_size_in_bytes;
+    if (firn_data_file_is_dv(f)) {
+        c->dvs++;
+        c->size_bytes += f->content_size_in_bytes; /* a DV counts its blob, not the Puffin */
+    } else {
+        c->size_bytes += f->file_size_in_bytes;
+    }
 }
 
 /* Remembers the partition of a changed file as "<spec>:<hex of each value>". */
@@ -102,6 +118,73 @@ static ptrdiff_t removed_index(const producer *p, const char *path)
             hi = mid;
     }
     return -1;
+}
+
+static int cmp_slot(const void *a, const void *b)
+{
+    return strcmp(((const dv_slot *)a)->data_file, ((const dv_slot *)b)->data_file);
+}
+
+/* The DV slot of a data file, or NULL. */
+static dv_slot *slot_of(const producer *p, const char *data_file)
+{
+    if (!data_file || p->n_dvs == 0)
+        return NULL;
+    dv_slot key = {data_file, NULL, 0, false};
+    return bsearch(&key, p->dvs, p->n_dvs, sizeof(dv_slot), cmp_slot);
+}
+
+/* One slot per added DV, with the expectation from dv_replaces. */
+static firn_rc build_slots(producer *p)
+{
+    const firn_snapshot_input *in = p->in;
+    p->dvs = firn_calloc(in->n_added_deletes ? in->n_added_deletes : 1, sizeof(dv_slot));
+    for (size_t i = 0; i < in->n_added_deletes; i++) {
+        const firn_data_file *f = &in->added_deletes[i];
+        if (firn_data_file_is_dv(f))
+            p->dvs[p->n_dvs++] = (dv_slot){f->referenced_data_file, NULL, 0, false};
+    }
+    qsort(p->dvs, p->n_dvs, sizeof(dv_slot), cmp_slot);
+    for (size_t i = 1; i < p->n_dvs; i++) {
+        if (strcmp(p->dvs[i].data_file, p->dvs[i - 1].data_file) == 0)
+            return firn_err_set(p->err, FIRN_ERR_INVALID,
+                                "two deletion vectors for data file \"%s\" in one commit",
+                                p->dvs[i].data_file);
+    }
+    for (size_t i = 0; i < in->n_dv_replaces; i++) {
+        const firn_dv_replace *r = &in->dv_replaces[i];
+        dv_slot *slot = slot_of(p, r->data_file);
+        if (!slot)
+            return firn_err_set(p->err, FIRN_ERR_INVALID,
+                                "deletion vector of \"%s\" is replaced but no new one is added",
+                                r->data_file);
+        slot->dv_path = r->dv_path;
+        slot->dv_offset = r->dv_offset;
+    }
+    return FIRN_OK;
+}
+
+/* Whether a live delete entry goes away because its data file gets a new DV. A DV other than
+ * the one the caller merged is a conflict: its positions would be lost. */
+static firn_rc replaced_by_dv(producer *p, const firn_data_file *f, bool *out)
+{
+    *out = false;
+    dv_slot *slot =
+        f->content == FIRN_CONTENT_POSITION_DELETES ? slot_of(p, f->referenced_data_file) : NULL;
+    if (!slot)
+        return FIRN_OK;
+    if (firn_data_file_is_dv(f)) {
+        bool same = slot->dv_path && strcmp(slot->dv_path, f->file_path) == 0 &&
+                    f->has_content_offset && f->content_offset == slot->dv_offset;
+        if (!same)
+            return firn_err_set(p->err, FIRN_ERR_EXISTS,
+                                "data file \"%s\" has a deletion vector in \"%s\" that this "
+                                "commit did not merge",
+                                slot->data_file, f->file_path);
+        slot->found = true;
+    }
+    *out = true; /* the DV, or a file-scoped position-delete file merged into it */
+    return FIRN_OK;
 }
 
 static firn_rc new_location(producer *p, firn_buf *loc)
@@ -192,7 +275,10 @@ rewrite_entries(producer *p, const firn_manifest *m, firn_manifest_writer *w, bo
         if (e.status == FIRN_ENTRY_DELETED)
             continue;
         ptrdiff_t r = removed_index(p, e.file.file_path);
-        bool remove = drop_removed && (p->in->truncate || r >= 0);
+        bool by_dv = false;
+        if (drop_removed)
+            FIRN_TRY(replaced_by_dv(p, &e.file, &by_dv));
+        bool remove = drop_removed && (p->in->truncate || r >= 0 || by_dv);
         if (remove) {
             if (r >= 0)
                 p->found[r] = true;
@@ -241,8 +327,12 @@ static bool holds_removed(const producer *p, const firn_manifest *m)
 {
     for (size_t i = 0; i < m->n_entries; i++) {
         const firn_manifest_entry *e = &m->entries[i];
-        if (e->status != FIRN_ENTRY_DELETED &&
-            (p->in->truncate || removed_index(p, e->file.file_path) >= 0))
+        if (e->status == FIRN_ENTRY_DELETED)
+            continue;
+        if (p->in->truncate || removed_index(p, e->file.file_path) >= 0)
+            return true;
+        if (e->file.content == FIRN_CONTENT_POSITION_DELETES &&
+            slot_of(p, e->file.referenced_data_file))
             return true;
     }
     return false;
@@ -299,8 +389,10 @@ static firn_rc carry_parents(producer *p, firn_manifest_file *parents, size_t n_
     firn_rc rc = FIRN_OK;
     for (size_t i = 0; !rc && i < n_parents; i++) {
         const firn_manifest_file *mf = &parents[i];
-        keep[i] = true;
-        if (!need_read || mf->added_files_count + mf->existing_files_count == 0)
+        /* Manifests left with only DELETED entries by an earlier commit are dropped (Java). */
+        keep[i] = mf->added_files_count + mf->existing_files_count > 0;
+        bool read = need_read || (mf->content == FIRN_MANIFEST_DELETES && p->n_dvs > 0);
+        if (!read || !keep[i])
             continue;
         firn_manifest *m = NULL;
         rc = firn_manifest_read(p->io, mf, &m, p->err);
@@ -359,8 +451,10 @@ static void build_summary(producer *p, firn_snapshot_result *res)
     set_if(s, "added-delete-files", a->files[1] + a->files[2]);
     set_if(s, "added-equality-delete-files", a->files[2]);
     set_if(s, "removed-equality-delete-files", r->files[2]);
-    set_if(s, "added-position-delete-files", a->files[1]);
-    set_if(s, "removed-position-delete-files", r->files[1]);
+    set_if(s, "added-position-delete-files", a->files[1] - a->dvs);
+    set_if(s, "removed-position-delete-files", r->files[1] - r->dvs);
+    set_if(s, "added-dvs", a->dvs);
+    set_if(s, "removed-dvs", r->dvs);
     set_if(s, "removed-delete-files", r->files[1] + r->files[2]);
     set_if(s, "added-records", a->records[0]);
     set_if(s, "deleted-records", r->records[0]);
@@ -384,11 +478,35 @@ static void build_summary(producer *p, firn_snapshot_result *res)
         firn_summary_set(s, p->in->extra->kv[i].key, p->in->extra->kv[i].value);
 }
 
+static firn_rc check_deletes(const firn_snapshot_input *in, firn_err *err)
+{
+    for (size_t i = 0; i < in->n_added_deletes; i++) {
+        const firn_data_file *f = &in->added_deletes[i];
+        bool dv = firn_data_file_is_dv(f);
+        if (dv && (in->format_version < 3 || !f->referenced_data_file || !f->has_content_offset))
+            return firn_err_set(err, FIRN_ERR_INVALID,
+                                "deletion vector in \"%s\" needs format 3, a referenced data "
+                                "file and a content offset",
+                                f->file_path);
+        if (!dv && f->content == FIRN_CONTENT_POSITION_DELETES && in->format_version >= 3)
+            return firn_err_set(err, FIRN_ERR_INVALID,
+                                "format 3 tables take deletion vectors, not position-delete "
+                                "file \"%s\"",
+                                f->file_path);
+    }
+    if (in->n_dv_replaces && in->format_version < 3)
+        return firn_err_set(err, FIRN_ERR_INVALID, "deletion vectors need format 3");
+    return FIRN_OK;
+}
+
 static firn_rc check_input(const firn_snapshot_input *in, firn_err *err)
 {
-    if (in->format_version != 2)
+    if (in->format_version != 2 && in->format_version != 3)
         return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "cannot produce snapshots of format %d",
                             in->format_version);
+    if (in->format_version >= 3 && in->first_row_id < 0)
+        return firn_err_set(err, FIRN_ERR_INVALID, "format 3 snapshots need a first row id");
+    FIRN_TRY(check_deletes(in, err));
     bool changes = in->n_added_data || in->n_added_deletes || in->n_removed_paths || in->truncate;
     if (!changes)
         return firn_err_set(err, FIRN_ERR_INVALID, "snapshot %" PRId64 " changes nothing",
@@ -406,7 +524,34 @@ static firn_rc check_found(const producer *p)
                                 "file \"%s\" to remove is not live in the parent snapshot",
                                 p->removed[i]);
     }
+    for (size_t i = 0; i < p->n_dvs; i++) {
+        if (p->dvs[i].dv_path && !p->dvs[i].found)
+            return firn_err_set(p->err, FIRN_ERR_NOT_FOUND,
+                                "deletion vector of data file \"%s\" in \"%s\" is no longer "
+                                "live",
+                                p->dvs[i].data_file, p->dvs[i].dv_path);
+    }
     return FIRN_OK;
+}
+
+/* v3 row lineage: new data manifests (first_row_id null) get consecutive ranges in list order,
+ * each as wide as its added and existing rows; delete manifests stay null. */
+static int64_t assign_row_ids(producer *p)
+{
+    int64_t next = p->in->first_row_id;
+    for (size_t i = 0; i < p->n_out; i++) {
+        firn_manifest_file *mf = &p->out[i];
+        if (mf->content != FIRN_MANIFEST_DATA) {
+            mf->has_first_row_id = false;
+            continue;
+        }
+        if (mf->has_first_row_id)
+            continue;
+        mf->has_first_row_id = true;
+        mf->first_row_id = next;
+        next += mf->added_rows_count + mf->existing_rows_count;
+    }
+    return next - p->in->first_row_id;
 }
 
 static firn_rc write_list(producer *p, firn_snapshot_result *res)
@@ -424,9 +569,16 @@ static firn_rc write_list(producer *p, firn_snapshot_result *res)
         firn_buf_deinit(&loc);
         return firn_err_set(p->err, rc, "metadata location too long");
     }
-    rc = firn_manifest_list_write(p->io, (const char *)loc.data, in->snapshot_id,
-                                  in->parent_snapshot_id, in->sequence_number, p->out, p->n_out,
-                                  NULL, p->err);
+    firn_manifest_list_header h = {in->format_version, in->snapshot_id, in->parent_snapshot_id,
+                                   in->sequence_number, in->first_row_id};
+    res->first_row_id = -1;
+    res->added_rows = -1;
+    if (in->format_version >= 3) {
+        res->first_row_id = in->first_row_id;
+        res->added_rows = assign_row_ids(p);
+    }
+    rc = firn_manifest_list_write_ex(p->io, (const char *)loc.data, &h, p->out, p->n_out, NULL,
+                                     p->err);
     if (!rc)
         res->manifest_list = (char *)firn_buf_take(&loc, NULL);
     firn_buf_deinit(&loc);
@@ -441,6 +593,7 @@ static void producer_deinit(producer *p)
     for (size_t i = 0; i < p->n_parts; i++)
         firn_free(p->parts[i]);
     firn_free(p->parts);
+    firn_free(p->dvs);
 }
 
 firn_rc firn_snapshot_produce(firn_io *io,
@@ -459,7 +612,9 @@ firn_rc firn_snapshot_produce(firn_io *io,
     qsort(p.removed, nr, sizeof *p.removed, cmp_str);
     firn_manifest_file *parents = NULL;
     size_t n_parents = 0;
-    firn_rc rc = write_new(&p, FIRN_MANIFEST_DATA, in->added_data, in->n_added_data);
+    firn_rc rc = build_slots(&p);
+    if (!rc)
+        rc = write_new(&p, FIRN_MANIFEST_DATA, in->added_data, in->n_added_data);
     if (!rc)
         rc = write_new(&p, FIRN_MANIFEST_DELETES, in->added_deletes, in->n_added_deletes);
     if (!rc && in->parent_manifest_list)

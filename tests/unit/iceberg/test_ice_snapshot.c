@@ -16,6 +16,7 @@ typedef struct table {
     firn_summary summary; /* current summary */
     int64_t snapshot_id;
     int64_t seq;
+    int64_t next_row_id; /* v3 */
 } table;
 
 static void table_init(table *t)
@@ -77,6 +78,9 @@ typedef struct change {
     size_t n_removed;
     bool truncate;
     size_t merge;
+    int format_version; /* 0: 2 */
+    const firn_dv_replace *replaces;
+    size_t n_replaces;
 } change;
 
 static firn_rc commit(table *t, const change *c, firn_snapshot_result *res, firn_err *err)
@@ -85,7 +89,10 @@ static firn_rc commit(table *t, const change *c, firn_snapshot_result *res, firn
     firn_summary_init(&extra);
     firn_summary_set(&extra, "firn.position", "0/16B3748");
     firn_snapshot_input in = {
-        .format_version = 2,
+        .format_version = c->format_version ? c->format_version : 2,
+        .first_row_id = t->next_row_id,
+        .dv_replaces = c->replaces,
+        .n_dv_replaces = c->n_replaces,
         .snapshot_id = 1000 + t->seq + 1,
         .parent_snapshot_id = t->snapshot_id,
         .sequence_number = t->seq + 1,
@@ -112,6 +119,8 @@ static firn_rc commit(table *t, const change *c, firn_snapshot_result *res, firn
         return rc;
     t->seq++;
     t->snapshot_id = in.snapshot_id;
+    if (res->added_rows >= 0)
+        t->next_row_id = res->first_row_id + res->added_rows;
     firn_free(t->list);
     t->list = firn_strdup(res->manifest_list);
     firn_summary_deinit(&t->summary);
@@ -290,4 +299,159 @@ T_TEST(merge_small_manifests)
     table_deinit(&t);
 }
 
-T_MAIN(T_CASE(commit_chain), T_CASE(merge_small_manifests))
+static void dv_at(firn_data_file *f, const char *puffin, const char *data, int64_t off, int64_t n)
+{
+    char pp[256], dp[256];
+    snprintf(pp, sizeof pp, "file:///w/data/%s.puffin", puffin);
+    snprintf(dp, sizeof dp, "file:///w/data/%s.parquet", data);
+    firn_data_file_init_dv(f, pp, 1000, 0, dp, off, 40 + n, n);
+    firn_value v = firn_value_null((firn_ptype){FIRN_TYPE_STRING, 0, 0, 0});
+    v.is_null = false;
+    v.bytes = firn_slice_cstr("eu");
+    firn_data_file_set_partition(f, &v, 1);
+}
+
+/* Every live entry of the current snapshot: data files with their first_row_id, DVs with their
+ * referenced file and offset; and the manifest list's first_row_ids. */
+static void live_v3(table *t, char *out, size_t cap)
+{
+    firn_err err = {0};
+    firn_manifest_file *mfs = NULL;
+    size_t n = 0, o = 0;
+    T_OK_ERR(firn_manifest_list_read(t->io, t->list, &mfs, &n, &err), &err);
+    out[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        o += (size_t)snprintf(out + o, cap - o, "[%s", mfs[i].content ? "del" : "data");
+        if (mfs[i].has_first_row_id)
+            o += (size_t)snprintf(out + o, cap - o, "@%lld", (long long)mfs[i].first_row_id);
+        o += (size_t)snprintf(out + o, cap - o, "]");
+        firn_manifest *m = NULL;
+        T_OK_ERR(firn_manifest_read(t->io, &mfs[i], &m, &err), &err);
+        T_EQ_INT(m->format_version, 3);
+        for (size_t k = 0; k < m->n_entries; k++) {
+            const firn_data_file *f = &m->entries[k].file;
+            if (m->entries[k].status == FIRN_ENTRY_DELETED)
+                continue;
+            const char *base = strrchr(f->file_path, '/') + 1;
+            if (f->content == FIRN_CONTENT_DATA) {
+                T_TRUE(f->has_first_row_id);
+                o += (size_t)snprintf(out + o, cap - o, " %s#%lld", base,
+                                      (long long)f->first_row_id);
+            } else {
+                T_TRUE(firn_data_file_is_dv(f) && f->has_content_offset);
+                o += (size_t)snprintf(
+                    out + o, cap - o, " %s+%lld>%s(%lld)", base, (long long)f->content_offset,
+                    strrchr(f->referenced_data_file, '/') + 1, (long long)f->record_count);
+            }
+        }
+        o += (size_t)snprintf(out + o, cap - o, " ");
+        firn_manifest_free(m);
+    }
+    firn_manifest_files_free(mfs, n);
+}
+
+T_TEST(v3_row_ids_and_dvs)
+{
+    firn_err err = {0};
+    table t;
+    table_init(&t);
+    t.next_row_id = 100;
+    firn_data_file d[3], dv[4], pd;
+    file_at(&d[0], "a", "eu", 10, FIRN_CONTENT_DATA);
+    file_at(&d[1], "b", "eu", 20, FIRN_CONTENT_DATA);
+    file_at(&d[2], "c", "eu", 5, FIRN_CONTENT_DATA);
+    dv_at(&dv[0], "p1", "a", 4, 2);
+    dv_at(&dv[1], "p2", "a", 4, 3);
+    dv_at(&dv[2], "p2", "b", 50, 1);
+    dv_at(&dv[3], "p3", "a", 4, 4);
+    file_at(&pd, "pos", "eu", 1, FIRN_CONTENT_POSITION_DELETES);
+    char live[2048];
+    firn_snapshot_result r;
+
+    /* 1: append: the data manifest takes row ids [100, 130). */
+    change c1 = {.data = d, .n_data = 2, .format_version = 3};
+    T_OK_ERR(commit(&t, &c1, &r, &err), &err);
+    T_EQ_INT(r.first_row_id, 100);
+    T_EQ_INT(r.added_rows, 30);
+    firn_snapshot_result_deinit(&r);
+    live_v3(&t, live, sizeof live);
+    T_EQ_STR(live, "[data@100] a.parquet#100 b.parquet#110 ");
+
+    /* 2: a data file and the first DV of a. */
+    change c2 = {
+        .data = &d[2], .n_data = 1, .deletes = &dv[0], .n_deletes = 1, .format_version = 3};
+    T_OK_ERR(commit(&t, &c2, &r, &err), &err);
+    T_EQ_STR(r.operation, "overwrite");
+    T_EQ_INT(r.first_row_id, 130);
+    T_EQ_INT(r.added_rows, 5);
+    T_EQ_STR(sget(&r, "added-dvs"), "1");
+    T_EQ_STR(sget(&r, "added-delete-files"), "1");
+    T_EQ_STR(sget(&r, "added-position-delete-files"), "(absent)");
+    T_EQ_STR(sget(&r, "added-position-deletes"), "2");
+    T_EQ_STR(sget(&r, "added-files-size"), "92"); /* 50 bytes of data + the 42-byte blob */
+    T_EQ_STR(sget(&r, "total-delete-files"), "1");
+    firn_snapshot_result_deinit(&r);
+    live_v3(&t, live, sizeof live);
+    T_EQ_STR(live, "[data@130] c.parquet#130 [del] p1.puffin+4>a.parquet(2) "
+                   "[data@100] a.parquet#100 b.parquet#110 ");
+
+    /* 3: a DV for a that ignores the live one, or expects another: refused. */
+    change bad = {.deletes = &dv[1], .n_deletes = 1, .format_version = 3};
+    T_EQ_INT(commit(&t, &bad, &r, &err), FIRN_ERR_EXISTS);
+    firn_dv_replace wrong = {"file:///w/data/a.parquet", "file:///w/data/p1.puffin", 8};
+    bad.replaces = &wrong;
+    bad.n_replaces = 1;
+    T_EQ_INT(commit(&t, &bad, &r, &err), FIRN_ERR_EXISTS);
+    firn_dv_replace ghost = {"file:///w/data/b.parquet", "file:///w/data/p0.puffin", 4};
+    change bad2 = {.deletes = &dv[2],
+                   .n_deletes = 1,
+                   .format_version = 3,
+                   .replaces = &ghost,
+                   .n_replaces = 1};
+    T_EQ_INT(commit(&t, &bad2, &r, &err), FIRN_ERR_NOT_FOUND);
+    change bad3 = {.deletes = &pd, .n_deletes = 1, .format_version = 3};
+    T_EQ_INT(commit(&t, &bad3, &r, &err), FIRN_ERR_INVALID);
+
+    /* 4: one Puffin with new DVs for a (replacing p1) and b (first). */
+    firn_dv_replace ok = {"file:///w/data/a.parquet", "file:///w/data/p1.puffin", 4};
+    change c4 = {
+        .deletes = &dv[1], .n_deletes = 2, .format_version = 3, .replaces = &ok, .n_replaces = 1};
+    T_OK_ERR(commit(&t, &c4, &r, &err), &err);
+    T_EQ_STR(r.operation, "delete");
+    T_EQ_INT(r.added_rows, 0);
+    T_EQ_STR(sget(&r, "added-dvs"), "2");
+    T_EQ_STR(sget(&r, "removed-dvs"), "1");
+    T_EQ_STR(sget(&r, "removed-delete-files"), "1");
+    T_EQ_STR(sget(&r, "total-delete-files"), "2");
+    T_EQ_STR(sget(&r, "total-position-deletes"), "4");
+    firn_snapshot_result_deinit(&r);
+    live_v3(&t, live, sizeof live);
+    T_EQ_STR(live, "[del] p2.puffin+4>a.parquet(3) p2.puffin+50>b.parquet(1) [del] "
+                   "[data@130] c.parquet#130 [data@100] a.parquet#100 b.parquet#110 ");
+
+    /* 5: replacing a's DV rewrites the manifest holding p2's two DVs: b's stays. Merging the
+     * data manifests gives a new manifest whose files keep their row ids. */
+    firn_dv_replace ok2 = {"file:///w/data/a.parquet", "file:///w/data/p2.puffin", 4};
+    change c5 = {.deletes = &dv[3],
+                 .n_deletes = 1,
+                 .format_version = 3,
+                 .replaces = &ok2,
+                 .n_replaces = 1,
+                 .merge = 2};
+    T_OK_ERR(commit(&t, &c5, &r, &err), &err);
+    T_EQ_INT(r.first_row_id, 135);
+    T_EQ_INT(r.added_rows, 35); /* the merged manifest is new: its 35 existing rows count */
+    firn_snapshot_result_deinit(&r);
+    live_v3(&t, live, sizeof live);
+    T_EQ_STR(live, "[del] p3.puffin+4>a.parquet(4) [del] p2.puffin+50>b.parquet(1) "
+                   "[data@135] c.parquet#130 a.parquet#100 b.parquet#110 ");
+
+    for (int i = 0; i < 3; i++)
+        firn_data_file_deinit(&d[i]);
+    for (int i = 0; i < 4; i++)
+        firn_data_file_deinit(&dv[i]);
+    firn_data_file_deinit(&pd);
+    table_deinit(&t);
+}
+
+T_MAIN(T_CASE(commit_chain), T_CASE(merge_small_manifests), T_CASE(v3_row_ids_and_dvs))
