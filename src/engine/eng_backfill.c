@@ -22,10 +22,48 @@ typedef struct chunk_out {
 
 typedef struct bf_ctx {
     firn__engine *e;
-    pthread_mutex_t mu; /* guards open */
+    pthread_mutex_t mu; /* guards open and the progress clock */
     chunk_out **open;
     size_t n_open;
+    int64_t start_ns;
+    int64_t last_report_ns;
 } bf_ctx;
+
+#define PROGRESS_EVERY_NS (5 * 1000000000LL)
+
+/* One progress line per table in backfill every few seconds: rows, rate, share of the estimate
+ * and time left. */
+static void maybe_report(bf_ctx *c)
+{
+    int64_t now = firn_monotonic_ns();
+    pthread_mutex_lock(&c->mu);
+    bool due = now - c->last_report_ns >= PROGRESS_EVERY_NS;
+    if (due)
+        c->last_report_ns = now;
+    pthread_mutex_unlock(&c->mu);
+    if (!due)
+        return;
+    double secs = (double)(now - c->start_ns) / 1e9;
+    for (size_t i = 0; i < c->e->n_tables; i++) {
+        firn__table *t = c->e->tables[i];
+        if (!t->needs_backfill)
+            continue;
+        pthread_mutex_lock(&t->mu);
+        uint64_t rows = t->rows_written;
+        pthread_mutex_unlock(&t->mu);
+        double rate = secs > 0 ? (double)rows / secs : 0;
+        double est = t->pg->estimated_rows;
+        char pct[32] = "?", eta[32] = "?";
+        if (est > 0) {
+            snprintf(pct, sizeof(pct), "%.0f%%", 100.0 * (double)rows / est);
+            if (rate > 0 && est > (double)rows)
+                snprintf(eta, sizeof(eta), "%.0fs", (est - (double)rows) / rate);
+        }
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "backfill \"%s\": %llu rows (%s of ~%.0f), %.0f rows/s, eta %s", t->display,
+                 (unsigned long long)rows, pct, est > 0 ? est : 0, rate, eta);
+    }
+}
 
 static firn__table *table_of(firn__engine *e, const firn_pg_table *pg)
 {
@@ -193,6 +231,7 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
     pthread_mutex_lock(&t->mu);
     t->rows_written += firn_batch_rows(batch);
     pthread_mutex_unlock(&t->mu);
+    maybe_report(c);
     return FIRN_OK;
 }
 
@@ -334,6 +373,8 @@ firn_rc firn__backfill_run(
              firn_pg_plan_chunks(plan), (int)e->cfg->source.parallelism);
     bf_ctx ctx = {0};
     ctx.e = e;
+    ctx.start_ns = firn_monotonic_ns();
+    ctx.last_report_ns = ctx.start_ns;
     pthread_mutex_init(&ctx.mu, NULL);
     firn_pg_backfill_opts o = {0};
     o.conn = &e->conn;

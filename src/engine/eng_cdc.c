@@ -253,6 +253,32 @@ static firn_rc append_tuple(
     return firn_batch_end_row(t->buf, op, c->txn_commit_lsn, err);
 }
 
+static size_t buffered_bytes(const firn__engine *e)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < e->n_tables; i++)
+        bytes += firn_batch_bytes(e->tables[i]->buf);
+    return bytes;
+}
+
+static firn_rc flush_all(cdc *c, firn_err *err);
+
+/* Backpressure: a transaction larger than the memory budget is committed in parts (its rows
+ * become visible before its end; the position stays at the last whole transaction, so a crash
+ * replays it and upserts make the replay idempotent). */
+static firn_rc check_memory(cdc *c, firn_err *err)
+{
+    uint64_t limit = c->e->cfg->destination.memory_limit_bytes;
+    if (!limit || buffered_bytes(c->e) < limit / 2)
+        return FIRN_OK;
+    FIRN_LOG(FIRN_LOG_WARN, "engine",
+             "transaction at %X/%X exceeds half the memory limit (%llu bytes): committing it in "
+             "parts",
+             (unsigned)(c->txn_commit_lsn >> 32), (unsigned)c->txn_commit_lsn,
+             (unsigned long long)limit);
+    return flush_all(c, err);
+}
+
 static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
     firn_pgo_msg *msg = ev->msg;
@@ -283,7 +309,9 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     default:
         break;
     }
-    if (rc)
+    if (rc == FIRN_OK && firn_batch_rows(t->buf) % 4096 == 0)
+        rc = check_memory(c, err);
+    else if (rc)
         firn_err_context(err, "while decoding a change of table \"%s\" at LSN %X/%X",
                          t->pg->qualified, (unsigned)(c->txn_commit_lsn >> 32),
                          (unsigned)c->txn_commit_lsn);
