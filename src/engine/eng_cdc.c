@@ -135,22 +135,47 @@ static firn_rc decode_value(firn__table *t,
     }
 }
 
-/* Index of the last buffered row with the key of the row being built (row `row`), or -1. */
+/* Appends the key of the row being built (slot `row` of the key columns, appended but not ended)
+ * to out in firn_batch_key_encode's encoding, which reads complete rows only. */
+static firn_rc pending_key(firn__table *t, size_t row, firn_buf *out)
+{
+    for (size_t k = 0; k < t->n_key; k++) {
+        const firn_column *c = firn_batch_column(t->buf, t->key_cols[k]);
+        if (!firn_column_is_valid(c, row)) {
+            FIRN_TRY(firn_wr_u8(out, 0));
+            continue;
+        }
+        FIRN_TRY(firn_wr_u8(out, 1));
+        const uint32_t *off = firn_column_offsets(c);
+        if (off) {
+            uint32_t len = off[row + 1] - off[row];
+            FIRN_TRY(firn_wr_le32(out, len));
+            FIRN_TRY(firn_buf_append(out, firn_column_data(c) + off[row], len));
+        } else {
+            size_t width = firn_type_value_size(firn_column_field(c));
+            const uint8_t *values = firn_column_values(c);
+            FIRN_TRY(firn_buf_append(out, values + row * width, width));
+        }
+    }
+    return FIRN_OK;
+}
+
+/* Index of the last buffered row with the key of the row being built (row `row`), or -1 when
+ * there is none or its last change is a delete. */
 static long prev_image(firn__table *t, size_t row, firn_buf *key)
 {
     firn_buf_reset(key);
-    if (firn_batch_key_encode(t->buf, row, t->key_cols, t->n_key, key))
+    if (pending_key(t, row, key))
         return -1;
     firn_buf other;
     firn_buf_init(&other, 1 << 20);
     long found = -1;
     for (size_t r = row; r-- > 0;) {
-        if (firn_batch_op(t->buf, r) == FIRN_OP_DELETE)
-            continue;
         firn_buf_reset(&other);
         if (firn_batch_key_encode(t->buf, r, t->key_cols, t->n_key, &other) == FIRN_OK &&
             firn_slice_eq((firn_slice){key->data, key->len}, (firn_slice){other.data, other.len})) {
-            found = (long)r;
+            if (firn_batch_op(t->buf, r) != FIRN_OP_DELETE)
+                found = (long)r;
             break;
         }
     }
