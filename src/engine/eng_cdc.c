@@ -198,12 +198,15 @@ static firn_rc fetch_unchanged(cdc *c,
     uint16_t key_idx[32];
     size_t n_keys = 0;
     firn_rc rc = firn_pgo_toast_fetch_sql(&sql, rel, tup, key_idx, 32, &n_keys, err);
+    /* libpq reads text parameters up to their NUL (lengths count for binary ones only), and the
+     * values in the message are not terminated: copy them. */
+    char *copies[32] = {NULL};
     const char *values[32];
     int lengths[32], formats[32];
     for (size_t k = 0; rc == FIRN_OK && k < n_keys; k++) {
         const firn_pgo_col *kc = &tup->cols[key_idx[k]];
-        firn_buf_reset(&c->scratch);
-        values[k] = (const char *)kc->value.ptr;
+        copies[k] = firn_strndup((const char *)kc->value.ptr, kc->value.len);
+        values[k] = kc->kind == FIRN_PGO_COL_BINARY ? (const char *)kc->value.ptr : copies[k];
         lengths[k] = (int)kc->value.len;
         formats[k] = kc->kind == FIRN_PGO_COL_BINARY ? 1 : 0;
     }
@@ -214,9 +217,11 @@ static firn_rc fetch_unchanged(cdc *c,
                            0);
         if (PQresultStatus(res) != PGRES_TUPLES_OK)
             rc = firn_err_set(err, FIRN_ERR_SOURCE,
-                              "could not fetch unchanged values of table \"%s\": %s",
-                              t->pg->qualified, PQerrorMessage(pq));
+                              "could not fetch unchanged values of table %s: %s", t->pg->qualified,
+                              PQerrorMessage(pq));
     }
+    for (size_t k = 0; k < n_keys; k++)
+        firn_free(copies[k]);
     int field = 0;
     for (uint16_t i = 0; rc == FIRN_OK && i < tup->n_cols; i++) {
         if (tup->cols[i].kind != FIRN_PGO_COL_UNCHANGED)
