@@ -125,3 +125,126 @@ def test_type_corpus_backfill_and_cdc(pg, pg_db, firn_bin, duck, tmp_path):
         conn.execute("DELETE FROM firn_type_corpus WHERE id IN (2, 106)")
         fe.sync()
         compare_table(fe, conn, duck, "firn_type_corpus")
+
+
+MIXED_SCHEMA = """
+CREATE TABLE accounts (id int4 PRIMARY KEY, balance numeric(12, 2) NOT NULL, note text,
+                       doc text, updated timestamptz DEFAULT now());
+CREATE TABLE docs_full (id int8 PRIMARY KEY, title text, body text, tags text[]);
+ALTER TABLE docs_full REPLICA IDENTITY FULL;
+CREATE TABLE scratch (k text PRIMARY KEY, v int4);
+CREATE TABLE events (id int4, v text, at date);
+ALTER TABLE events REPLICA IDENTITY FULL;
+CREATE FUNCTION big(seed int) RETURNS text LANGUAGE sql AS
+  $$ SELECT string_agg(md5((seed * 1000 + g)::text), '') FROM generate_series(1, 300) g $$;
+INSERT INTO accounts (id, balance, note, doc)
+  SELECT g, g * 1.5, 'n' || g, CASE WHEN g % 10 = 0 OR g BETWEEN 10 AND 40 THEN big(g) END
+  FROM generate_series(1, 200) g;
+INSERT INTO docs_full SELECT g, 't' || g, big(g + 500), ARRAY['x', g::text]
+  FROM generate_series(1, 20) g;
+INSERT INTO scratch SELECT 'k' || g, g FROM generate_series(1, 50) g;
+INSERT INTO events VALUES (1, 'a', '2024-01-01'), (2, 'b', NULL), (3, 'c', '2024-01-03');
+"""
+
+# The change workload, one transaction per entry.
+MIXED_CHANGES = [
+    # inserts, updates and deletes
+    "INSERT INTO accounts (id, balance, note) SELECT g, g, 'new' FROM generate_series(201, 260) g",
+    "UPDATE accounts SET balance = balance + 1, note = note || '+' WHERE id % 7 = 0",
+    "DELETE FROM accounts WHERE id IN (1, 2, 250)",
+    # key changes, one of them leaving a TOAST value untouched
+    "UPDATE accounts SET id = id + 10000 WHERE id IN (3, 4, 22)",
+    # inserted, updated and deleted in one transaction; and a key reused after a delete
+    "BEGIN; INSERT INTO accounts VALUES (9999, 1, 'tmp'); UPDATE accounts SET balance = 2 "
+    "WHERE id = 9999; DELETE FROM accounts WHERE id = 9999; DELETE FROM accounts WHERE id = 5; "
+    "INSERT INTO accounts (id, balance, note) VALUES (5, 55, 'again'); COMMIT",
+    # TOAST values left untouched (REPLICA IDENTITY DEFAULT and FULL) and replaced
+    "UPDATE accounts SET note = 'toast kept' WHERE id BETWEEN 10 AND 20",
+    "UPDATE docs_full SET title = 'title only' WHERE id <= 5",
+    "UPDATE accounts SET doc = big(7777) WHERE id = 21",
+    "UPDATE docs_full SET body = big(8888), tags = '{}' WHERE id = 6",
+    "BEGIN; UPDATE accounts SET note = 'twice 1' WHERE id = 30; "
+    "UPDATE accounts SET balance = -1 WHERE id = 30; COMMIT",
+    "BEGIN; UPDATE accounts SET note = 'then replaced' WHERE id = 31; "
+    "UPDATE accounts SET doc = 'short now' WHERE id = 31; COMMIT",
+    "UPDATE accounts SET note = 'kept, then deleted' WHERE id = 32",
+    "DELETE FROM accounts WHERE id = 32",
+    "DELETE FROM docs_full WHERE id = 7",
+    # TRUNCATE: alone, with rows after it in its transaction, and after other tables' rows
+    "TRUNCATE scratch",
+    "INSERT INTO scratch VALUES ('after', 1)",
+    "BEGIN; INSERT INTO accounts (id, balance) VALUES (300, 3); TRUNCATE scratch; "
+    "INSERT INTO scratch VALUES ('same txn', 2), ('k1', 3); COMMIT",
+    "UPDATE scratch SET v = v + 10",
+    # a large transaction, streamed with logical_decoding_work_mem = 64kB
+    "BEGIN; INSERT INTO accounts (id, balance, note) SELECT g, g / 3.0, repeat('L', 100) "
+    "FROM generate_series(1000, 3999) g; UPDATE accounts SET note = 'big txn' "
+    "WHERE id BETWEEN 1000 AND 1499; DELETE FROM accounts WHERE id BETWEEN 3900 AND 3999; COMMIT",
+    # the append-mode change log
+    "INSERT INTO events VALUES (4, 'd', '2024-01-04')",
+    "UPDATE events SET v = 'bb' WHERE id = 2",
+    "DELETE FROM events WHERE id = 3",
+    "BEGIN; INSERT INTO events VALUES (5, 'e', NULL); UPDATE events SET v = 'ee' WHERE id = 5; "
+    "DELETE FROM events WHERE id = 5; COMMIT",
+]
+
+# What the events change log must hold afterwards: one group per source transaction, in commit
+# order, each a multiset of (_firn_op, id, v).
+EVENTS_LOG = [
+    [("r", 1, "a"), ("r", 2, "b"), ("r", 3, "c")],
+    [("c", 4, "d")],
+    [("u", 2, "bb")],
+    [("d", 3, "c")],
+    [("c", 5, "e"), ("u", 5, "ee"), ("d", 5, "ee")],
+]
+
+MIXED_MORE = [
+    "UPDATE accounts SET balance = 0 WHERE id BETWEEN 1000 AND 1100",
+    "DELETE FROM accounts WHERE id BETWEEN 1101 AND 1200",
+    "UPDATE accounts SET note = 'second run' WHERE id BETWEEN 10 AND 12",
+    "UPDATE accounts SET id = 3 WHERE id = 10003",
+    "INSERT INTO scratch VALUES ('k2', 4)",
+]
+
+
+def events_log(fe: FirnEnv) -> list[list[tuple]]:
+    arrow = fe.pyiceberg_arrow("events")
+    rows = sorted(zip(arrow.column("_firn_lsn").to_pylist(), arrow.column("_firn_op").to_pylist(),
+                      arrow.column("id").to_pylist(), arrow.column("v").to_pylist()))
+    groups: dict[int, list] = {}
+    for lsn, op, i, v in rows:
+        groups.setdefault(lsn, []).append((op, i, v))
+    return [sorted(g) for _, g in sorted(groups.items())]
+
+
+def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_path):
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(MIXED_SCHEMA)
+        conn.execute(f'ALTER DATABASE "{pg_db}" SET logical_decoding_work_mem = \'64kB\'')
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["accounts", "docs_full", "scratch", "events"])
+        fe.sync()
+        tables = {"accounts": 0, "docs_full": 0, "scratch": 0}
+        for t in tables:
+            compare_table(fe, conn, duck, t)
+        for stmt in MIXED_CHANGES:
+            conn.execute(stmt)
+        fe.sync()
+        streamed = conn.execute("SELECT stream_txns FROM pg_stat_replication_slots "
+                                "WHERE slot_name = 'firn_e2e'").fetchone()
+        assert streamed and streamed[0] > 0, "the large transaction was not streamed"
+        for t in tables:
+            compare_table(fe, conn, duck, t)
+        assert events_log(fe) == [sorted(g) for g in EVENTS_LOG]
+        ice = fe.catalog().load_table("e2e.events")
+        assert ice.schema().identifier_field_ids == []
+        assert ice.properties.get("firn.mode") == "append"
+        assert fe.catalog().load_table("e2e.accounts").properties.get("firn.mode") == "upsert"
+
+        # A second catch-up run: the key index is rebuilt from data and delete files.
+        for stmt in MIXED_MORE:
+            conn.execute(stmt)
+        fe.sync()
+        for t in tables:
+            compare_table(fe, conn, duck, t)
+        assert events_log(fe) == [sorted(g) for g in EVENTS_LOG]
