@@ -139,6 +139,7 @@ write_batch_files(firn__table *t, const firn_pg_chunk *chunk, firn_batch *batch,
     firn_rc rc = firn__write_data_files(&w, batch, NULL, 0, &files, &n_files, locs, err);
     if (rc == FIRN_OK) {
         adopt_files(t, files, n_files, locs, batch, chunk->id);
+        firn__fault_point("backfill-batch");
     } else {
         for (size_t i = 0; i < n_files; i++)
             firn_data_file_deinit(&files[i]);

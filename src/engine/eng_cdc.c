@@ -318,6 +318,7 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     firn__table *t = m->table;
     if (c->txn_commit_lsn <= t->committed_lsn)
         return FIRN_OK; /* already in the table (exactly-once on restart) */
+    firn__fault_point("mid-txn");
     firn_batch_set_times(t->buf, c->txn_commit_us, INT64_MIN);
     firn_rc rc = FIRN_OK;
     switch (ev->type) {
@@ -357,6 +358,7 @@ static firn_rc flush_all(cdc *c, firn_err *err)
         if (t->cdc)
             FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
     }
+    firn__fault_point("before-ack");
     c->flushed_end_lsn = c->last_end_lsn;
     c->last_flush_ns = firn_monotonic_ns();
     if (c->flushed_end_lsn) {

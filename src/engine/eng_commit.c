@@ -151,6 +151,7 @@ firn_rc firn__table_commit(firn__table *t,
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     commit_req q = {data, n_data, deletes, n_deletes, truncate, &keys};
+    firn__fault_point("after-upload");
     firn_rc rc = FIRN_OK;
     int backoff_ms = 50;
     for (int attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
@@ -173,6 +174,8 @@ firn_rc firn__table_commit(firn__table *t,
         }
         break;
     }
+    if (rc == FIRN_OK)
+        firn__fault_point("after-commit");
     if (rc == FIRN_OK && keep)
         t->committed_lsn = keep;
     if (rc)

@@ -286,6 +286,10 @@ FIRN_MUST_CHECK firn_rc firn__engine_status(const firn_config *cfg, FILE *out, f
 /** Where the last of those three failed. */
 firn_fault firn__entry_fault(void);
 
+/** TEST-ONLY (eng_fault.c): kills the process with SIGKILL when FIRN_TEST_CRASH names this
+ * point and its count is reached ("after-upload:3": the third time). Thread-safe. */
+void firn__fault_point(const char *name);
+
 /** Saves the engine's state copy to the state file (no-op without a state path). */
 FIRN_MUST_CHECK firn_rc firn__engine_save_state(firn__engine *e, firn_err *err);
 /** Records table progress in the state copy. */
