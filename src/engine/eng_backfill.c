@@ -387,6 +387,11 @@ firn_rc firn__backfill_run(
     o.on_chunk_done = on_chunk_done;
     o.on_chunk_retry = on_chunk_retry;
     o.ctx = &ctx;
+    /* A requested stop ends the copy at once: nothing of it is committed, the next run starts
+     * it again. */
+    _Static_assert(sizeof(sig_atomic_t) == sizeof(int), "sig_atomic_t is an int");
+    if (e->opts && e->opts->stop)
+        o.cancel = (const volatile int *)e->opts->stop;
     rc = firn_pg_backfill_run(plan, &o, err);
     for (size_t i = 0; i < ctx.n_open; i++)
         chunk_out_free(ctx.open[i]);
