@@ -254,6 +254,69 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     return rc;
 }
 
+/* True when nothing was read from the existing slot yet: every CDC table is a full_refresh_cdc
+ * table whose initial copy is pending or is still its last commit, and one copy is pending
+ * (a run died inside the initial copy). */
+static bool slot_unused(const firn__engine *e)
+{
+    bool pending = false;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (!t->cdc)
+            continue;
+        if (t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC)
+            return false;
+        pending |= t->needs_backfill;
+        if (!t->needs_backfill && !firn__table_backfill_is_last(t))
+            return false;
+    }
+    return pending;
+}
+
+/* A run that created the slot died inside the initial copy. The slot's exported snapshot is
+ * gone, and a copy in a fresh snapshot plus a replay from the slot would write the changes in
+ * between twice to append-mode tables. Since nothing was read from the slot yet, drop it and
+ * copy every table again in the snapshot of a new one (DESIGN.md "Exactly-once"). */
+static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
+{
+    const char *slot = e->cfg->source.slot;
+    if (!*have_slot || !e->cfg->source.create_slot || !slot_unused(e))
+        return FIRN_OK;
+    char sql[512];
+    if (strchr(slot, '\''))
+        return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);
+    snprintf(sql, sizeof(sql), "SELECT pg_drop_replication_slot('%s')", slot);
+    FIRN_TRY(firn_pg_conn_exec(e->sql, sql, err));
+    FIRN_LOG(FIRN_LOG_INFO, "engine",
+             "dropped replication slot \"%s\" of an unfinished initial copy; copying every table "
+             "again in the snapshot of a new slot",
+             slot);
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (e->tables[i]->cdc)
+            firn__table_restart_backfill(e->tables[i]);
+    }
+    *have_slot = false;
+    return FIRN_OK;
+}
+
+/* True when some table's initial copy is pending; warns about the append-mode ones that a
+ * copy outside the slot's snapshot may duplicate changes in. */
+static bool pending_backfill(const firn__engine *e)
+{
+    bool pending = false;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        pending |= t->needs_backfill;
+        if (t->needs_backfill && t->cdc && !t->upsert)
+            FIRN_LOG(FIRN_LOG_WARN, "engine",
+                     "table \"%s\" is in append mode and is copied outside the snapshot of "
+                     "slot \"%s\": changes made between the slot's position and this copy may "
+                     "appear twice",
+                     t->display, e->cfg->source.slot);
+    }
+    return pending;
+}
+
 static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
 {
     firn_pg_conn *exp = NULL;
@@ -291,6 +354,8 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     bool have_slot = slot_exists(e, src->slot, err, &rc);
     if (rc == FIRN_OK)
         rc = firn_pgo_stream_preflight(s, tabs, n, !have_slot && src->create_slot, NULL, err);
+    if (rc == FIRN_OK)
+        rc = drop_unused_slot(e, &have_slot, err);
     if (rc == FIRN_OK && !have_slot) {
         char *snapshot = NULL;
         uint64_t consistent = 0;
@@ -300,7 +365,7 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
             rc = firn__backfill_run(e, snapshot, consistent, consistent ? consistent - 1 : 0, err);
         }
         firn_free(snapshot);
-    } else if (rc == FIRN_OK) {
+    } else if (rc == FIRN_OK && pending_backfill(e)) {
         /* The user's slot: copy in a fresh snapshot; replaying from the slot is idempotent in
          * upsert mode (DESIGN.md "Exactly-once"). */
         rc = backfill_without_slot(e, err);

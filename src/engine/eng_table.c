@@ -251,14 +251,45 @@ static firn_rc align_schema(firn__table *t, firn_err *err)
     return FIRN_OK;
 }
 
+/* The copy of an empty source table has no snapshot to carry its marker: a table property
+ * does (eng_backfill.c). */
+static bool empty_backfill_marked(const firn_table_metadata *md)
+{
+    const char *bf = firn_props_get(&md->properties, FIRN_SUMMARY_BACKFILL);
+    return bf && strcmp(bf, "done") == 0;
+}
+
+bool firn__table_backfill_is_last(const firn__table *t)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    const firn_snapshot *s = firn_table_metadata_current_snapshot(md);
+    if (!s)
+        return empty_backfill_marked(md);
+    const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);
+    return bf && strcmp(bf, "done") == 0;
+}
+
+void firn__table_restart_backfill(firn__table *t)
+{
+    t->needs_backfill = true;
+    if (!t->index)
+        return;
+    firn__pkindex_free(t->index);
+    t->index = firn__pkindex_new();
+    for (size_t i = 0; i < t->n_files; i++)
+        firn_data_file_deinit(&t->files[i]);
+    t->n_files = 0;
+}
+
 /* Walks the main branch back from the current snapshot: the newest firn.lsn and whether the
- * initial copy was committed. */
+ * initial copy was committed (by a snapshot, or for an empty source table by the table
+ * property). */
 static void read_progress(firn__table *t, bool *backfill_done)
 {
     const firn_table_metadata *md = t->cat.metadata;
     const firn_snapshot *s = firn_table_metadata_current_snapshot(md);
     bool have_lsn = false;
-    *backfill_done = false;
+    *backfill_done = empty_backfill_marked(md);
     t->committed_lsn = 0;
     while (s) {
         const char *lsn = firn_props_get(&s->summary, FIRN_SUMMARY_LSN);
@@ -273,6 +304,8 @@ static void read_progress(firn__table *t, bool *backfill_done)
             *backfill_done = true;
             break;
         }
+        if (*backfill_done && have_lsn)
+            break;
         s = s->parent_snapshot_id >= 0 ? firn_table_metadata_snapshot(md, s->parent_snapshot_id)
                                        : NULL;
     }

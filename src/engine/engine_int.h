@@ -231,6 +231,11 @@ struct firn__engine {
  * the live files. Errors from the catalog, FileIO, Parquet; FIRN_ERR_SCHEMA for a source schema
  * the table cannot take. */
 FIRN_MUST_CHECK firn_rc firn__table_open(firn__table *t, firn_err *err);
+/** True when t's current snapshot is its initial copy (nothing committed after it), or when the
+ * copy of an empty source table is recorded and nothing was committed since. */
+bool firn__table_backfill_is_last(const firn__table *t);
+/** Marks t's initial copy as pending again and empties its key index (the copy rebuilds it). */
+void firn__table_restart_backfill(firn__table *t);
 /** Frees what t owns (not t's borrowed stream and pg table). */
 void firn__table_deinit(firn__table *t);
 /** Rebuilds t's key index from the key columns of every live data file of the current
