@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows)
+                      source_rows, wait_for)
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "type_corpus.sql"
@@ -135,6 +135,8 @@ ALTER TABLE docs_full REPLICA IDENTITY FULL;
 CREATE TABLE scratch (k text PRIMARY KEY, v int4);
 CREATE TABLE events (id int4, v text, at date);
 ALTER TABLE events REPLICA IDENTITY FULL;
+CREATE TABLE audit (at int4, what text);
+ALTER TABLE audit REPLICA IDENTITY FULL;
 CREATE FUNCTION big(seed int) RETURNS text LANGUAGE sql AS
   $$ SELECT string_agg(md5((seed * 1000 + g)::text), '') FROM generate_series(1, 300) g $$;
 INSERT INTO accounts (id, balance, note, doc)
@@ -186,6 +188,8 @@ MIXED_CHANGES = [
     "DELETE FROM events WHERE id = 3",
     "BEGIN; INSERT INTO events VALUES (5, 'e', NULL); UPDATE events SET v = 'ee' WHERE id = 5; "
     "DELETE FROM events WHERE id = 5; COMMIT",
+    # a table empty at the initial copy
+    "INSERT INTO audit VALUES (1, 'one'), (2, 'two')",
 ]
 
 # What the events change log must hold afterwards: one group per source transaction, in commit
@@ -204,16 +208,20 @@ MIXED_MORE = [
     "UPDATE accounts SET note = 'second run' WHERE id BETWEEN 10 AND 12",
     "UPDATE accounts SET id = 3 WHERE id = 10003",
     "INSERT INTO scratch VALUES ('k2', 4)",
+    "INSERT INTO audit VALUES (3, 'three')",
 ]
 
 
-def events_log(fe: FirnEnv) -> list[list[tuple]]:
-    arrow = fe.pyiceberg_arrow("events")
+def events_log(fe: FirnEnv, table: str = "events",
+               columns: tuple[str, str] = ("id", "v")) -> list[list[tuple]]:
+    """The change log of an append-mode table: (_firn_op, *columns) grouped by source
+    transaction (_firn_lsn), in commit order."""
+    arrow = fe.pyiceberg_arrow(table)
     rows = sorted(zip(arrow.column("_firn_lsn").to_pylist(), arrow.column("_firn_op").to_pylist(),
-                      arrow.column("id").to_pylist(), arrow.column("v").to_pylist()))
+                      *(arrow.column(c).to_pylist() for c in columns)))
     groups: dict[int, list] = {}
-    for lsn, op, i, v in rows:
-        groups.setdefault(lsn, []).append((op, i, v))
+    for lsn, *rest in rows:
+        groups.setdefault(lsn, []).append(tuple(rest))
     return [sorted(g) for _, g in sorted(groups.items())]
 
 
@@ -222,7 +230,7 @@ def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_pat
         conn.execute(MIXED_SCHEMA)
         conn.execute(f'ALTER DATABASE "{pg_db}" SET logical_decoding_work_mem = \'64kB\'')
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["accounts", "docs_full", "scratch", "events"])
+        fe.setup(pg, ["accounts", "docs_full", "scratch", "events", "audit"])
         fe.sync()
         tables = {"accounts": 0, "docs_full": 0, "scratch": 0}
         for t in tables:
@@ -230,12 +238,15 @@ def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_pat
         for stmt in MIXED_CHANGES:
             conn.execute(stmt)
         fe.sync()
-        streamed = conn.execute("SELECT stream_txns FROM pg_stat_replication_slots "
-                                "WHERE slot_name = 'firn_e2e'").fetchone()
-        assert streamed and streamed[0] > 0, "the large transaction was not streamed"
+        # Slot statistics reach the view a moment after the walsender reports them.
+        wait_for(lambda: conn.execute("SELECT stream_txns FROM pg_stat_replication_slots "
+                                      "WHERE slot_name = 'firn_e2e'").fetchone()[0] > 0, 15,
+                 interval=0.5, what="the large transaction to be streamed (stream_txns > 0)")
         for t in tables:
             compare_table(fe, conn, duck, t)
         assert events_log(fe) == [sorted(g) for g in EVENTS_LOG]
+        audit = ("at", "what")
+        assert events_log(fe, "audit", audit) == [[("c", 1, "one"), ("c", 2, "two")]]
         ice = fe.catalog().load_table("e2e.events")
         assert ice.schema().identifier_field_ids == []
         assert ice.properties.get("firn.mode") == "append"
@@ -248,3 +259,6 @@ def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_pat
         for t in tables:
             compare_table(fe, conn, duck, t)
         assert events_log(fe) == [sorted(g) for g in EVENTS_LOG]
+        # The empty table's initial copy stays done: not copied again, its log intact.
+        assert events_log(fe, "audit", audit) == [[("c", 1, "one"), ("c", 2, "two")],
+                                                  [("c", 3, "three")]]
