@@ -225,11 +225,14 @@ typedef struct firn_destination_config {
     firn_catalog_config catalog;
     firn_storage_config storage;
     char *namespace_pattern; /* default "{database}_{schema}"; OLake iceberg_db is a constant */
-    uint32_t readers;        /* firn_reader bits; 0 = not declared */
-    int64_t format_version;  /* 2 or 3; 0 = from readers (v3 only if every reader reads v3) */
+    uint32_t readers;        /* firn_reader bits; 0 = not declared (default set: bigquery,
+                              * spark, trino, duckdb, pyiceberg) */
+    int64_t format_version;  /* 2 or 3; 0 = from readers (v3 only if every reader reads v3
+                              * deletion vectors GA, DELETES.md §5.1) */
     firn_delete_mode delete_mode;
-    firn_codec compression;     /* default zstd */
-    int64_t compression_level;  /* 0 = codec default */
+    char *format_reason;       /* why format_version was chosen (for the table-creation log line) */
+    firn_codec compression;    /* default zstd */
+    int64_t compression_level; /* 0 = codec default */
     uint64_t target_file_bytes; /* default 128 MiB */
     uint64_t row_group_bytes;   /* default 64 MiB */
     uint64_t page_bytes;        /* default 1 MiB */

@@ -150,7 +150,8 @@ void firn__cfg_destination_free(firn_destination_config *d)
                      &st->secret_access_key,
                      &st->session_token,
                      &d->namespace_pattern,
-                     &d->log};
+                     &d->log,
+                     &d->format_reason};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         firn_free(*strs[i]);
     firn__cfg_kvlist_clear(&c->headers);
@@ -438,17 +439,80 @@ static bool namespace_pattern_ok(const char *p)
     return true;
 }
 
-/* Readers that read format v3 with deletion vectors (docs/configuration.md keeps this list). */
-#define V3_READERS (FIRN_READER_SPARK | FIRN_READER_FLINK | FIRN_READER_TRINO)
+/* DELETES.md §5.1: engines with GA support for format v3 and deletion vectors (Spark with the
+ * Iceberg 1.8+ runtime, Trino 480+, DuckDB 1.5+, Snowflake, Databricks, pyiceberg 0.10+), and
+ * the reader set assumed when none is declared. docs/configuration.md keeps both lists. */
+#define GA_V3_READERS                                                                              \
+    (FIRN_READER_SPARK | FIRN_READER_TRINO | FIRN_READER_DUCKDB | FIRN_READER_SNOWFLAKE |          \
+     FIRN_READER_DATABRICKS | FIRN_READER_PYICEBERG)
+#define DEFAULT_READERS                                                                            \
+    (FIRN_READER_BIGQUERY | FIRN_READER_SPARK | FIRN_READER_TRINO | FIRN_READER_DUCKDB |           \
+     FIRN_READER_PYICEBERG)
+
+static const char *const READER_NAMES[] = {"bigquery",  "spark",     "trino",      "duckdb",
+                                           "pyiceberg", "snowflake", "databricks", "athena",
+                                           "flink",     "starrocks", "clickhouse", "dremio"};
+
+/* "a, b and c" of the reader bits in set. */
+static void reader_list(uint32_t set, char *out, size_t cap)
+{
+    size_t n = 0, total = (size_t)__builtin_popcount(set), o = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof(READER_NAMES) / sizeof(READER_NAMES[0]); i++) {
+        if (!(set & (1u << i)))
+            continue;
+        const char *sep = n == 0 ? "" : (n + 1 == total ? " and " : ", ");
+        int w = snprintf(out + o, cap - o, "%s%s", sep, READER_NAMES[i]);
+        if (w < 0 || (size_t)w >= cap - o)
+            return;
+        o += (size_t)w;
+        n++;
+    }
+}
+
+/* Sets format_version from the readers (explicit values win) and format_reason. */
+static void derive_version(cfg_ctx *ctx, firn_destination_config *d, bool explicit_version)
+{
+    uint32_t readers = d->readers ? d->readers : DEFAULT_READERS;
+    uint32_t not_v3 = readers & ~(uint32_t)GA_V3_READERS;
+    char all[160], older[160];
+    reader_list(readers, all, sizeof(all));
+    reader_list(not_v3, older, sizeof(older));
+    const char *whose = d->readers ? "declared" : "default";
+    char why[512];
+    if (explicit_version) {
+        snprintf(why, sizeof(why), "\"format_version\" %d is set", (int)d->format_version);
+    } else if (d->delete_mode == FIRN_DELETE_DELETION_VECTOR) {
+        d->format_version = 3;
+        snprintf(why, sizeof(why), "\"delete_mode\" \"deletion_vector\" is set");
+    } else if (d->delete_mode == FIRN_DELETE_POSITION) {
+        d->format_version = 2;
+        snprintf(why, sizeof(why), "\"delete_mode\" \"position\" is set");
+    } else if (not_v3 == 0) {
+        d->format_version = 3;
+        snprintf(why, sizeof(why), "every %s reader (%s) reads v3 deletion vectors", whose, all);
+    } else {
+        d->format_version = 2;
+        snprintf(why, sizeof(why), "%s reader%s %s lack%s GA v3 support", whose,
+                 __builtin_popcount(not_v3) > 1 ? "s" : "", older,
+                 __builtin_popcount(not_v3) > 1 ? "" : "s");
+    }
+    if (d->format_version == 3 && not_v3)
+        firn__cfg_warn(ctx,
+                       "format version 3: %s %s not read v3 deletion vectors (or only in "
+                       "preview)",
+                       older, __builtin_popcount(not_v3) > 1 ? "do" : "does");
+    if (d->format_version == 2 && (readers & FIRN_READER_DATABRICKS))
+        firn__cfg_warn(ctx, "databricks does not apply format v2 position deletes: deleted and "
+                            "updated rows reappear there; declare only v3 readers, or use two "
+                            "tables");
+    firn_free(d->format_reason);
+    d->format_reason = firn_strdup(why);
+}
 
 static firn_rc choose_format(cfg_ctx *ctx, firn_destination_config *d, firn_err *err)
 {
-    if (d->format_version == 0)
-        d->format_version = d->readers && (d->readers & ~(uint32_t)V3_READERS) == 0 ? 3 : 2;
-    if (d->format_version == 3 && (d->readers & ~(uint32_t)V3_READERS))
-        return firn__cfg_fail(ctx, err,
-                              "\"format_version\" 3 is not readable by every reader "
-                              "in \"readers\"; use 2");
+    derive_version(ctx, d, d->format_version != 0);
     if (d->delete_mode == FIRN_DELETE_AUTO)
         d->delete_mode =
             d->format_version == 3 ? FIRN_DELETE_DELETION_VECTOR : FIRN_DELETE_POSITION;

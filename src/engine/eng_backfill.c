@@ -301,11 +301,7 @@ static firn_rc on_chunk_retry(void *ctx, const firn_pg_chunk *chunk, firn_err *e
 /* Resets the key index to the table's committed files. */
 static firn_rc reset_index(firn__table *t, firn_err *err)
 {
-    firn__pkindex_free(t->index);
-    t->index = firn__pkindex_new();
-    for (size_t i = 0; i < t->n_files; i++)
-        firn_data_file_deinit(&t->files[i]);
-    t->n_files = 0;
+    firn__table_reset_index(t);
     return firn__table_rebuild_index(t, err);
 }
 

@@ -398,13 +398,8 @@ static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
          * same transaction must not be skipped after a restart. */
         if (firn_table_metadata_current_snapshot(t->cat.metadata))
             FIRN_TRY(firn__table_commit(t, NULL, 0, NULL, 0, true, 0, NULL, err));
-        if (t->index) {
-            firn__pkindex_free(t->index);
-            t->index = firn__pkindex_new();
-            for (size_t k = 0; k < t->n_files; k++)
-                firn_data_file_deinit(&t->files[k]);
-            t->n_files = 0;
-        }
+        if (t->index)
+            firn__table_reset_index(t);
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": truncated", t->display);
     }
     return FIRN_OK;

@@ -43,6 +43,8 @@ typedef struct commit_req {
     size_t n_deletes;
     bool truncate;
     const firn_summary *extra;
+    const firn_dv_replace *replaces; /* v3: DVs the added DVs replace */
+    size_t n_replaces;
 } commit_req;
 
 /* One attempt: manifests and list on the current metadata, then the catalog's
@@ -67,7 +69,10 @@ static firn_rc commit_once(firn__table *t, const commit_req *q, firn_err *err)
     if (rc)
         goto out;
     firn_snapshot_input in = {0};
-    in.format_version = 2;
+    in.format_version = md->format_version >= 3 ? 3 : 2;
+    in.first_row_id = md->next_row_id > 0 ? md->next_row_id : 0;
+    in.dv_replaces = q->replaces;
+    in.n_dv_replaces = q->n_replaces;
     in.snapshot_id = firn_snapshot_id_new();
     in.parent_snapshot_id = parent ? parent->snapshot_id : -1;
     in.sequence_number = md->last_sequence_number + 1;
@@ -93,6 +98,10 @@ static firn_rc commit_once(firn__table *t, const commit_req *q, firn_err *err)
                              res.manifest_list);
     snap->parent_snapshot_id = in.parent_snapshot_id;
     snap->schema_id = schema->schema_id;
+    if (in.format_version >= 3) {
+        snap->first_row_id = res.first_row_id;
+        snap->added_rows = res.added_rows;
+    }
     for (size_t i = 0; i < res.summary.n; i++)
         firn_props_set(&snap->summary, res.summary.kv[i].key, res.summary.kv[i].value);
     firn_table_changes_require_uuid(&ch, md->table_uuid);
@@ -124,6 +133,8 @@ static firn_rc reload(firn__table *t, firn_err *err)
     return FIRN_OK;
 }
 
+static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_err *err);
+
 firn_rc firn__table_commit(firn__table *t,
                            const firn_data_file *data,
                            size_t n_data,
@@ -134,6 +145,29 @@ firn_rc firn__table_commit(firn__table *t,
                            const firn_summary *extra,
                            firn_err *err)
 {
+    commit_req q = {data, n_data, deletes, n_deletes, truncate, extra, NULL, 0};
+    return commit_req_run(t, q, lsn, err);
+}
+
+firn_rc firn__table_commit_dvs(firn__table *t,
+                               const firn_data_file *data,
+                               size_t n_data,
+                               const firn_data_file *dvs,
+                               size_t n_dvs,
+                               const firn_dv_replace *replaces,
+                               size_t n_replaces,
+                               uint64_t lsn,
+                               const firn_summary *extra,
+                               firn_err *err)
+{
+    commit_req q = {data, n_data, dvs, n_dvs, false, extra, replaces, n_replaces};
+    return commit_req_run(t, q, lsn, err);
+}
+
+/* Runs q with the summary keys of every firn commit, retrying as firn__table_commit says. */
+static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_err *err)
+{
+    const firn_summary *extra = q.extra;
     firn_summary keys;
     firn_summary_init(&keys);
     if (extra) {
@@ -150,7 +184,7 @@ firn_rc firn__table_commit(firn__table *t,
         firn_summary_set_i64(&keys, FIRN_SUMMARY_LSN, (int64_t)keep);
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
-    commit_req q = {data, n_data, deletes, n_deletes, truncate, &keys};
+    q.extra = &keys;
     firn__fault_point("after-upload");
     firn_rc rc = FIRN_OK;
     int backoff_ms = 50;
@@ -284,11 +318,31 @@ static void update_index(firn__table *t, const firn__fold *f, const flush_out *o
     firn_free(ords);
 }
 
+/* Deletes of rows that live in committed files: position-delete files (v2) or one Puffin file
+ * of merged DVs (v3). Appended after the data files in o->files. */
+static firn_rc write_deletes(
+    firn__table *t, const firn__write_ctx *w, flush_out *o, firn__dv_batch *dvs, firn_err *err)
+{
+    if (o->n_dels == 0)
+        return FIRN_OK;
+    if (t->dv)
+        return firn__dv_write(t, w, o->dels, o->n_dels, &o->files, &o->n_files, dvs, err);
+    const firn_value **parts = NULL;
+    size_t n_parts = 0;
+    group_deletes(t, o->dels, o->n_dels, &parts, &n_parts);
+    const firn_partition_spec *spec = firn_table_metadata_spec(t->cat.metadata);
+    firn_rc rc = firn__write_position_deletes(w, o->dels, o->n_dels, parts, spec->n_fields,
+                                              spec->spec_id, &o->files, &o->n_files, err);
+    firn_free(parts);
+    return rc;
+}
+
 static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     firn__fold f;
     FIRN_TRY(firn__fold_run(t->buf, t->key_cols, t->n_key, &f, err));
     flush_out o = {0};
+    firn__dv_batch dvs = {0};
     char data_dir[4096];
     firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
     o.locs = firn_calloc(f.n_upserts ? f.n_upserts : 1, sizeof(*o.locs));
@@ -296,29 +350,28 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     firn_rc rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files,
                                         &o.n_files, o.locs, err);
     size_t n_data = o.n_files;
-    const firn_value **parts = NULL;
-    size_t n_parts = 0;
-    if (rc == FIRN_OK && o.n_dels) {
-        group_deletes(t, o.dels, o.n_dels, &parts, &n_parts);
-        const firn_partition_spec *spec = firn_table_metadata_spec(t->cat.metadata);
-        rc = firn__write_position_deletes(&w, o.dels, o.n_dels, parts, spec->n_fields,
-                                          spec->spec_id, &o.files, &o.n_files, err);
-    }
+    if (rc == FIRN_OK)
+        rc = write_deletes(t, &w, &o, &dvs, err);
     if (rc == FIRN_OK && (o.n_files > 0 || lsn > t->committed_lsn)) {
-        if (o.n_files > 0)
+        if (o.n_files > 0 && t->dv)
+            rc = firn__table_commit_dvs(t, o.files, n_data, o.files + n_data, o.n_files - n_data,
+                                        dvs.replaces, dvs.n_replaces, lsn, extra, err);
+        else if (o.n_files > 0)
             rc = firn__table_commit(t, o.files, n_data, o.files + n_data, o.n_files - n_data, false,
                                     lsn, extra, err);
         else
             t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
     }
     if (rc == FIRN_OK) {
+        if (t->dv)
+            firn__dv_commit_done(t, o.files + n_data, &dvs);
         update_index(t, &f, &o);
         t->rows_written += f.n_upserts;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": committed %zu rows, %zu deletes, %zu files, lsn %llu", t->display,
                  f.n_upserts, o.n_dels, o.n_files, (unsigned long long)lsn);
     }
-    firn_free(parts);
+    firn__dv_batch_free(&dvs);
     flush_out_free(&o);
     firn__fold_free(&f);
     return rc;

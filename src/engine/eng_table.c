@@ -18,6 +18,7 @@ void firn__table_deinit(firn__table *t)
     firn_free(t->display);
     firn_catalog_table_deinit(&t->cat);
     firn__pkindex_free(t->index);
+    firn__dv_files_free(t->dv_files, t->n_files);
     for (size_t i = 0; i < t->n_files; i++)
         firn_data_file_deinit(&t->files[i]);
     firn_free(t->files);
@@ -28,8 +29,21 @@ void firn__table_deinit(firn__table *t)
     pthread_mutex_destroy(&t->mu);
 }
 
+void firn__table_reset_index(firn__table *t)
+{
+    firn__pkindex_free(t->index);
+    t->index = firn__pkindex_new();
+    firn__dv_files_free(t->dv_files, t->n_files);
+    t->dv_files = NULL;
+    for (size_t i = 0; i < t->n_files; i++)
+        firn_data_file_deinit(&t->files[i]);
+    t->n_files = 0;
+}
+
 uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f)
 {
+    t->dv_files = firn_reallocarray(t->dv_files, t->n_files + 1, sizeof(*t->dv_files));
+    memset(&t->dv_files[t->n_files], 0, sizeof(*t->dv_files));
     t->files = firn_reallocarray(t->files, t->n_files + 1, sizeof(*t->files));
     firn_data_file *dst = &t->files[t->n_files];
     firn_data_file_init(dst, FIRN_CONTENT_DATA, f->file_path, f->spec_id);
@@ -179,11 +193,17 @@ static firn_rc create_table(firn__table *t, firn_err *err)
     firn_props props;
     table_properties(t, &props);
     firn_rc rc = build_spec(t, t->schema, &spec, err);
+    const firn_destination_config *d = &t->eng->cfg->destination;
+    int fv = d->format_version == 3 ? 3 : 2;
     if (rc == FIRN_OK) {
-        int fv = (int)t->eng->cfg->destination.format_version;
-        firn_table_create opts = {schema, spec, NULL, NULL, &props, fv == 3 ? 2 : 2};
+        firn_table_create opts = {schema, spec, NULL, NULL, &props, fv};
         rc = firn_catalog_create_table(cat, t->ns, t->name, &opts, &t->cat, err);
-        if (rc == FIRN_ERR_EXISTS)
+        if (rc == FIRN_OK)
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "table \"%s\": created with format version %d and %s: %s", t->display, fv,
+                     fv == 3 ? "deletion vectors" : "position deletes",
+                     d->format_reason ? d->format_reason : "configured");
+        else if (rc == FIRN_ERR_EXISTS)
             rc = firn_catalog_load_table(cat, t->ns, t->name, &t->cat, err);
     }
     firn_props_deinit(&props);
@@ -331,6 +351,13 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         FIRN_TRY(firn_catalog_load_table(t->eng->catalog, t->ns, t->name, &t->cat, err));
     else
         FIRN_TRY(create_table(t, err));
+    int fv = t->cat.metadata->format_version;
+    t->dv = fv >= 3;
+    if (exists && fv != (int)t->eng->cfg->destination.format_version)
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": exists with format version %d, kept (%s); deletes are %s",
+                 t->display, fv, t->eng->cfg->destination.format_reason,
+                 t->dv ? "deletion vectors" : "position deletes");
     FIRN_TRY(evolve_schema(t, err));
     FIRN_TRY(align_schema(t, err));
     bool backfill_done = false;
@@ -362,45 +389,68 @@ static firn_rc read_range(void *ctx, uint64_t offset, size_t len, firn_buf *out,
     return firn_io_read_range(r->io, r->path, offset, len, out, err);
 }
 
-/* Deleted positions of one data file (from position-delete files), sorted. */
+/* Deleted rows of one data file (its DV and position deletes) and where its DV lives. */
 typedef struct dead_rows {
     char *path;
-    int64_t *pos;
-    size_t n;
+    firn_bitmap64 *rows;
+    char *dv_path; /* NULL: no DV */
+    int64_t dv_offset, dv_size;
 } dead_rows;
 
 typedef struct dead_set {
     dead_rows *files;
     size_t n;
+    size_t last; /* the entry found last (position-delete rows come sorted by path) */
+    bool sorted;
 } dead_set;
 
-static int cmp_i64(const void *a, const void *b)
+static int cmp_dead(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    return strcmp(((const dead_rows *)a)->path, ((const dead_rows *)b)->path);
 }
 
+/* The entry of path: created when missing while loading, looked up by bisection after
+ * dead_sort. */
 static dead_rows *dead_for(dead_set *d, const char *path, bool create)
 {
+    if (d->sorted) {
+        if (d->n == 0)
+            return NULL;
+        dead_rows key = {(char *)path, NULL, NULL, 0, 0};
+        return bsearch(&key, d->files, d->n, sizeof(*d->files), cmp_dead);
+    }
+    if (d->last < d->n && strcmp(d->files[d->last].path, path) == 0)
+        return &d->files[d->last];
     for (size_t i = 0; i < d->n; i++) {
-        if (strcmp(d->files[i].path, path) == 0)
+        if (strcmp(d->files[i].path, path) == 0) {
+            d->last = i;
             return &d->files[i];
+        }
     }
     if (!create)
         return NULL;
     d->files = firn_reallocarray(d->files, d->n + 1, sizeof(*d->files));
-    dead_rows *r = &d->files[d->n++];
+    dead_rows *r = &d->files[d->n];
+    memset(r, 0, sizeof(*r));
     r->path = firn_strdup(path);
-    r->pos = NULL;
-    r->n = 0;
+    r->rows = firn_bitmap64_new();
+    d->last = d->n++;
     return r;
+}
+
+static void dead_sort(dead_set *d)
+{
+    if (d->n > 1)
+        qsort(d->files, d->n, sizeof(*d->files), cmp_dead);
+    d->sorted = true;
 }
 
 static void dead_free(dead_set *d)
 {
     for (size_t i = 0; i < d->n; i++) {
         firn_free(d->files[i].path);
-        firn_free(d->files[i].pos);
+        firn_bitmap64_free(d->files[i].rows);
+        firn_free(d->files[i].dv_path);
     }
     firn_free(d->files);
 }
@@ -448,8 +498,7 @@ load_position_deletes(firn__table *t, const firn_data_file *f, dead_set *dead, f
                 firn_strndup((const char *)firn_column_data(paths) + off[i], off[i + 1] - off[i]);
             dead_rows *d = dead_for(dead, p, true);
             firn_free(p);
-            d->pos = firn_reallocarray(d->pos, d->n + 1, sizeof(int64_t));
-            d->pos[d->n++] = pos[i];
+            firn_bitmap64_add(d->rows, (uint64_t)pos[i]);
         }
     }
     firn_pq_reader_free(r);
@@ -458,9 +507,28 @@ load_position_deletes(firn__table *t, const firn_data_file *f, dead_set *dead, f
     return rc;
 }
 
-/* Adds every live row of one data file to the index. */
+/* A live DV: its rows join the data file's deleted rows, its location is remembered. */
+static firn_rc load_dv(firn__table *t, const firn_data_file *f, dead_set *dead, firn_err *err)
+{
+    firn_bitmap64 *rows = NULL;
+    FIRN_TRY(firn__dv_load(t, f, &rows, err));
+    dead_rows *d = dead_for(dead, f->referenced_data_file, true);
+    firn_bitmap64_or(d->rows, rows);
+    firn_bitmap64_free(rows);
+    if (d->dv_path)
+        return firn_err_set(err, FIRN_ERR_PARSE,
+                            "table \"%s\": data file \"%s\" has two deletion vectors (\"%s\", "
+                            "\"%s\")",
+                            t->display, d->path, d->dv_path, f->file_path);
+    d->dv_path = firn_strdup(f->file_path);
+    d->dv_offset = f->content_offset;
+    d->dv_size = f->content_size_in_bytes;
+    return FIRN_OK;
+}
+
+/* Adds every live row of one data file to the index; a v3 table keeps its deleted rows and DV. */
 static firn_rc
-index_data_file(firn__table *t, const firn_data_file *f, const dead_rows *dead, firn_err *err)
+index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_err *err)
 {
     firn_field *sel = firn_field_new(0, "", FIRN_TYPE_STRUCT, true);
     for (size_t k = 0; k < t->n_key; k++)
@@ -474,16 +542,23 @@ index_data_file(firn__table *t, const firn_data_file *f, const dead_rows *dead, 
     firn_buf key;
     firn_buf_init(&key, 1 << 20);
     uint32_t ord = firn__table_add_file(t, f);
+    if (dead && t->dv) {
+        firn__dvfile *dv = &t->dv_files[ord];
+        dv->dead = dead->rows;
+        dead->rows = NULL;
+        dv->dv_path = dead->dv_path;
+        dead->dv_path = NULL;
+        dv->dv_offset = dead->dv_offset;
+        dv->dv_size = dead->dv_size;
+    }
+    const firn_bitmap64 *gone = dead ? (dead->rows ? dead->rows : t->dv_files[ord].dead) : NULL;
     firn_rc rc = open_reader(t, f->file_path, (uint64_t)f->file_size_in_bytes, sel, &ctx, &r, err);
-    size_t d = 0;
     for (size_t g = 0; rc == FIRN_OK && g < firn_pq_reader_row_groups(r); g++) {
         rc = firn_pq_reader_read_row_group(r, g, b, err);
         uint64_t first = firn_pq_reader_row_group_first_row(r, g);
         for (size_t i = 0; rc == FIRN_OK && i < firn_batch_rows(b); i++) {
             int64_t pos = (int64_t)(first + i);
-            while (dead && d < dead->n && dead->pos[d] < pos)
-                d++;
-            if (dead && d < dead->n && dead->pos[d] == pos)
+            if (gone && firn_bitmap64_contains(gone, (uint64_t)pos))
                 continue;
             firn_buf_reset(&key);
             rc = firn_batch_key_encode(b, i, cols, t->n_key, &key);
@@ -534,7 +609,7 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
     dead_set dead = {0};
     firn_rc rc = FIRN_OK;
     int64_t t0 = firn_monotonic_ns();
-    /* Position deletes first, so dead rows are skipped while the data files are indexed. */
+    /* Position deletes and DVs first, so dead rows are skipped while the data files are indexed. */
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
             const firn_manifest_entry *en = &ms[i]->entries[e];
@@ -544,12 +619,13 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
                 rc = firn_err_set(err, FIRN_ERR_UNSUPPORTED,
                                   "table \"%s\" has equality deletes; firn cannot index it",
                                   t->display);
+            else if (firn_data_file_is_dv(&en->file))
+                rc = load_dv(t, &en->file, &dead, err);
             else if (en->file.content == FIRN_CONTENT_POSITION_DELETES)
                 rc = load_position_deletes(t, &en->file, &dead, err);
         }
     }
-    for (size_t i = 0; i < dead.n; i++)
-        qsort(dead.files[i].pos, dead.files[i].n, sizeof(int64_t), cmp_i64);
+    dead_sort(&dead);
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
             const firn_manifest_entry *en = &ms[i]->entries[e];

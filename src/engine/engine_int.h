@@ -75,6 +75,7 @@ void firn__fold_free(firn__fold *f);
 #include "firn/io.h"
 #include "firn/manifest.h"
 #include "firn/parquet.h"
+#include "firn/puffin.h"
 
 /** Where one written row landed: index into the written files array and row position. */
 typedef struct firn__rowloc {
@@ -181,6 +182,15 @@ FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
 
 typedef struct firn__engine firn__engine;
 
+/** Deleted rows of one indexed data file of a format-v3 table and its current deletion vector
+ * (DELETES.md §5.2: current DVs stay in memory). */
+typedef struct firn__dvfile {
+    firn_bitmap64 *dead; /* every deleted position (DV and position deletes); NULL: none */
+    char *dv_path;       /* Puffin file of the live DV, NULL: none */
+    int64_t dv_offset;   /* its content_offset */
+    int64_t dv_size;     /* its content_size_in_bytes */
+} firn__dvfile;
+
 /** One synced stream: a source table and its Iceberg table. */
 typedef struct firn__table {
     firn__engine *eng;
@@ -199,6 +209,8 @@ typedef struct firn__table {
     firn__pkindex *index;  /* upsert tables: key -> live row */
     firn_data_file *files; /* index file table: path + partition per ordinal */
     size_t n_files;
+    bool dv;                 /* format v3: deletes are deletion vectors, not position deletes */
+    firn__dvfile *dv_files;  /* dv tables: per file ordinal, deleted rows and current DV */
     uint64_t committed_lsn;  /* changes at or below are in the table */
     firn_batch *buf;         /* CDC changes not yet committed */
     firn_data_file *pending; /* backfill data files not yet committed */
@@ -268,6 +280,57 @@ FIRN_MUST_CHECK firn_rc firn__table_flush_extra(firn__table *t,
 FIRN_MUST_CHECK firn_rc firn__incremental_run(firn__engine *e, firn_err *err);
 /** Registers a committed data file in t's index file table and returns its ordinal. */
 uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f);
+/** Empties t's key index and index file table (with their deleted rows and DVs). */
+void firn__table_reset_index(firn__table *t);
+
+/* ---- deletion vectors (format v3 tables, eng_dv.c) ------------------------------------------ */
+
+/** Frees the DV states of t's file ordinals [0, n) and the array. */
+void firn__dv_files_free(firn__dvfile *dvs, size_t n);
+/** The DVs of one flush: for the k-th written DV, its data file's ordinal and merged deleted
+ * rows; and the earlier DVs they replace (strings borrowed from the table). */
+typedef struct firn__dv_batch {
+    size_t n;
+    uint32_t *ords;
+    firn_bitmap64 **dead; /* owned until firn__dv_commit_done takes them */
+    firn_dv_replace *replaces;
+    size_t n_replaces;
+} firn__dv_batch;
+
+/** Frees what b owns (NULL accepted). */
+void firn__dv_batch_free(firn__dv_batch *b);
+/** Writes ONE Puffin file "<data_location>/<uuid>-dvs.puffin" holding a DV per data file touched
+ * by dels (group = file ordinal): each merges the file's earlier deleted rows with the new
+ * positions. Appends the DV entries (partition and spec of their data file, in the order of
+ * out->ords) to *files / *n_files. Nothing for n_dels == 0. Errors from FileIO. */
+FIRN_MUST_CHECK firn_rc firn__dv_write(firn__table *t,
+                                       const firn__write_ctx *w,
+                                       const firn__posdel *dels,
+                                       size_t n_dels,
+                                       firn_data_file **files,
+                                       size_t *n_files,
+                                       firn__dv_batch *out,
+                                       firn_err *err);
+/** After a successful commit: the DVs dvs[0..b->n) written by firn__dv_write become the
+ * current DVs of their data files, with b's merged rows (taken from b). */
+void firn__dv_commit_done(firn__table *t, const firn_data_file *dvs, firn__dv_batch *b);
+/** Reads the DV an entry describes (range read of its blob) and checks its cardinality against
+ * record_count. FIRN_ERR_PARSE for a malformed or mismatched DV. */
+FIRN_MUST_CHECK firn_rc firn__dv_load(firn__table *t,
+                                      const firn_data_file *dv,
+                                      firn_bitmap64 **out,
+                                      firn_err *err);
+/** Commits data files and DVs with the DVs they replace (format v3); as firn__table_commit. */
+FIRN_MUST_CHECK firn_rc firn__table_commit_dvs(firn__table *t,
+                                               const firn_data_file *data,
+                                               size_t n_data,
+                                               const firn_data_file *dvs,
+                                               size_t n_dvs,
+                                               const firn_dv_replace *replaces,
+                                               size_t n_replaces,
+                                               uint64_t lsn,
+                                               const firn_summary *extra,
+                                               firn_err *err);
 
 /** Copies the selected streams in backfill (those with needs_backfill) inside the exported
  * snapshot (positions stamped with snapshot_lsn), commits each table once at its end with

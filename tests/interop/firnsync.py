@@ -40,6 +40,8 @@ class FirnJob:
     # a catch-up run commits once at its end (and whenever this interval passed): large, so
     # that one run's changes land in one snapshot per table
     commit_interval_s: int = 600
+    # more destination.json keys (readers, format_version, metadata_columns...)
+    destination_extra: dict = field(default_factory=dict)
 
     @property
     def loc(self) -> SqlCatalogLoc:
@@ -95,7 +97,7 @@ class FirnJob:
                                    "warehouse": self.loc.warehouse_uri},
                        "namespace": NAMESPACE,
                        "commit": {"interval_seconds": self.commit_interval_s},
-                       "log": "info"}
+                       "log": "info", **self.destination_extra}
         streams = {"selected_streams": {"public": self.streams}}
         for key, doc in (("source", source), ("destination", destination),
                          ("streams", streams)):

@@ -138,7 +138,8 @@ T_TEST(firn_files_load)
     T_EQ_STR(d->catalog.warehouse, "file:///var/lib/firn/warehouse");
     T_EQ_STR(d->catalog.name, "firn");
     T_EQ_UINT(d->readers, FIRN_READER_DUCKDB | FIRN_READER_PYICEBERG);
-    T_EQ_INT(d->format_version, 2);
+    T_EQ_INT(d->format_version, 3); /* both read v3 deletion vectors */
+    T_EQ_INT(d->delete_mode, FIRN_DELETE_DELETION_VECTOR);
     T_EQ_UINT(d->target_file_bytes, 256u << 20);
     T_EQ_INT(d->commit.interval_ms, 5000);
     T_EQ_UINT(d->commit.max_bytes, 32u << 20);
@@ -588,7 +589,67 @@ T_TEST(conninfo_and_helpers)
     T_EQ_STR(firn_sync_mode_name(FIRN_SYNC_FULL_REFRESH_CDC), "full_refresh_cdc");
 }
 
+/* DELETES.md §5.1: the declared readers choose the format; explicit settings win. */
+static void expect_format(
+    const char *dest_json, int version, firn_delete_mode mode, const char *why, const char *warning)
+{
+    char text[512];
+    snprintf(text, sizeof(text), "{\"catalog\": {\"warehouse\": \"/w\"}%s}", dest_json);
+    firn_config cfg = {0};
+    firn_err err = {0};
+    T_OK_ERR(parse(&cfg, "destination", text, &err), &err);
+    T_EQ_INT(cfg.destination.format_version, version);
+    T_EQ_INT(cfg.destination.delete_mode, mode);
+    T_EQ_STR(cfg.destination.format_reason, why);
+    if (warning) {
+        T_EQ_UINT(cfg.warnings.count, 1);
+        T_TRUE(strstr(cfg.warnings.items[0], warning) != NULL);
+    } else {
+        T_EQ_UINT(cfg.warnings.count, 0);
+    }
+    firn_config_free(&cfg);
+}
+
+T_TEST(readers_choose_format)
+{
+    expect_format("", 2, FIRN_DELETE_POSITION, "default reader bigquery lacks GA v3 support", NULL);
+    expect_format(
+        ", \"readers\": [\"spark\", \"duckdb\", \"pyiceberg\"]", 3, FIRN_DELETE_DELETION_VECTOR,
+        "every declared reader (spark, duckdb and pyiceberg) reads v3 deletion vectors", NULL);
+    expect_format(", \"readers\": [\"trino\", \"snowflake\", \"databricks\"]", 3,
+                  FIRN_DELETE_DELETION_VECTOR,
+                  "every declared reader (trino, snowflake and databricks) reads v3 deletion "
+                  "vectors",
+                  NULL);
+    expect_format(", \"readers\": [\"spark\", \"athena\", \"bigquery\"]", 2, FIRN_DELETE_POSITION,
+                  "declared readers bigquery and athena lack GA v3 support", NULL);
+    expect_format(", \"readers\": [\"databricks\", \"athena\"]", 2, FIRN_DELETE_POSITION,
+                  "declared reader athena lacks GA v3 support",
+                  "databricks does not apply format v2 position deletes");
+    expect_format(", \"readers\": [\"bigquery\", \"spark\"], \"format_version\": 3", 3,
+                  FIRN_DELETE_DELETION_VECTOR, "\"format_version\" 3 is set",
+                  "format version 3: bigquery does not read v3 deletion vectors (or only in "
+                  "preview)");
+    expect_format(", \"readers\": [\"spark\"], \"format_version\": 2", 2, FIRN_DELETE_POSITION,
+                  "\"format_version\" 2 is set", NULL);
+    expect_format(", \"readers\": [\"spark\"], \"delete_mode\": \"position\"", 2,
+                  FIRN_DELETE_POSITION, "\"delete_mode\" \"position\" is set", NULL);
+    expect_format(", \"delete_mode\": \"deletion_vector\"", 3, FIRN_DELETE_DELETION_VECTOR,
+                  "\"delete_mode\" \"deletion_vector\" is set", "bigquery does not read v3");
+    T_CONFIG_ERROR("destination",
+                   "{\"catalog\": {\"warehouse\": \"/w\"}, \"format_version\": 2, "
+                   "\"delete_mode\": \"deletion_vector\"}",
+                   "destination.json: \"delete_mode\" \"deletion_vector\" needs "
+                   "\"format_version\" 3");
+    T_CONFIG_ERROR("destination",
+                   "{\"catalog\": {\"warehouse\": \"/w\"}, \"format_version\": 3, "
+                   "\"delete_mode\": \"position\"}",
+                   "destination.json: format version 3 writes deletion vectors, not position "
+                   "delete files; use \"delete_mode\" \"deletion_vector\"");
+}
+
 T_MAIN(T_CASE(olake_files_load),
+       T_CASE(readers_choose_format),
        T_CASE(firn_files_load),
        T_CASE(unknown_keys_name_the_path),
        T_CASE(bad_values_name_path_and_type),
