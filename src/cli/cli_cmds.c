@@ -78,8 +78,8 @@ static int engine_failure(firn_rc rc, const firn_err *err)
                                      : (rc == FIRN_ERR_CANCELLED ? CLI_EXIT_OK : CLI_EXIT_RUNTIME);
     }
     firn__cli_error("%s", err->msg[0] ? err->msg : firn_rc_message(rc));
-    if (rc == FIRN_ERR_CONFIG)
-        return CLI_EXIT_USAGE;
+    /* Where the engine failed decides; FIRN_ERR_CONFIG alone would send source setup errors
+     * (wal_level, replica identity) to 2 instead of 3. */
     switch (firn_engine_last_fault()) {
     case FIRN_FAULT_CONFIG:
         return CLI_EXIT_USAGE;
@@ -90,7 +90,7 @@ static int engine_failure(firn_rc rc, const firn_err *err)
     case FIRN_FAULT_NONE:
         break;
     }
-    return CLI_EXIT_RUNTIME;
+    return rc == FIRN_ERR_CONFIG ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
 }
 
 int firn__cli_check(const cli_cmd *cmd, cli_opts *o)
