@@ -235,6 +235,13 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     FIRN_TRY(firn_pg_conn_query_value(e->sql, sql, out, sizeof(out), err));
     if (strcmp(out, "0") != 0 || !src->create_publication)
         return FIRN_OK;
+    /* Creating a publication on a server that cannot stream it would only leave it behind. */
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, "SHOW wal_level", out, sizeof(out), err));
+    if (strcmp(out, "logical") != 0)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "wal_level is \"%s\" but logical replication needs \"logical\"; run "
+                            "ALTER SYSTEM SET wal_level = logical and restart the server",
+                            out);
     firn_buf b;
     firn_buf_init(&b, 1 << 20);
     firn_rc_ignore(firn_buf_appendf(&b, "CREATE PUBLICATION \"%s\" FOR TABLE ", src->publication));
