@@ -124,6 +124,19 @@ static void describe_conn(firn_pg_conn *c)
              host ? host : "", port ? port : "", db ? db : "", user ? user : "");
 }
 
+static void log_notice(void *arg, const char *message)
+{
+    (void)arg;
+    char line[FIRN_ERR_MSG_MAX];
+    firn__pg_one_line(message, line, sizeof(line));
+    FIRN_LOG(FIRN_LOG_WARN, "pg", "server: %s", line);
+}
+
+void firn__pg_route_notices(PGconn *pq)
+{
+    PQsetNoticeProcessor(pq, log_notice, NULL);
+}
+
 firn_rc firn_pg_conn_open(const firn_pg_conn_config *cfg,
                           firn_pg_conn_mode mode,
                           firn_pg_conn **out,
@@ -142,6 +155,7 @@ firn_rc firn_pg_conn_open(const firn_pg_conn_config *cfg,
         PQfinish(pq);
         return firn_err_set(err, rc, "%s", line[0] ? line : "could not connect to PostgreSQL");
     }
+    firn__pg_route_notices(pq);
     firn_pg_conn *c = firn_calloc(1, sizeof(*c));
     c->pq = pq;
     c->server_version = PQserverVersion(pq);

@@ -34,6 +34,9 @@ FIRN_MUST_CHECK firn_rc firn__pg_query(firn_pg_conn *c,
 FIRN_MUST_CHECK firn_rc firn__pg_quote_ident(firn_buf *b, const char *s);
 /** Copies a libpq message into out as one line: newlines become "; ", trailing space dropped. */
 void firn__pg_one_line(const char *msg, char *out, size_t out_cap);
+/** Sends the server's notices and warnings on pq to the log (one warn line each, comp=pg)
+ * instead of libpq's default of printing them raw on stderr. */
+void firn__pg_route_notices(PGconn *pq);
 /** Fractional digits of money under the server's lc_monetary (2 in C and most locales). */
 int firn__pg_conn_money_scale(firn_pg_conn *c);
 

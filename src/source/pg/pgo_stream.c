@@ -3,6 +3,7 @@
  * create the slot with an exported snapshot, START_REPLICATION with pgoutput options chosen by
  * server version, and the CopyData loop with keepalive answers and standby status updates
  * (after postgres src/bin/pg_basebackup/pg_recvlogical.c). Preflight checks: pgo_check.c. */
+#include "pg_int.h"
 #include "pgo_stream_int.h"
 
 #include <errno.h>
@@ -107,6 +108,7 @@ firn_rc firn_pgo_stream_open(const firn_pgo_config *cfg, firn_pgo_stream **out, 
         PQfinish(conn);
         return rc;
     }
+    firn__pg_route_notices(conn);
     firn_pgo_stream *s = firn_calloc(1, sizeof(*s));
     s->cfg = *cfg;
     s->conn = conn;
