@@ -10,11 +10,13 @@
 #                                          (use: eval "$(pg_cluster.sh start DIR)")
 #   pg_cluster.sh stop DIR                 stop the cluster started with `start DIR` and delete it
 #
-# Environment: FIRN_PG_BINDIR (default /usr/lib/postgresql/15/bin), FIRN_PG_START_TIMEOUT (s, 30).
+# Environment: FIRN_PG_BINDIR (default /usr/lib/postgresql/15/bin), FIRN_PG_START_TIMEOUT (s, 30),
+# FIRN_PG_WAL_LEVEL (default logical; replica makes a cluster logical replication refuses).
 set -euo pipefail
 
 PG_BINDIR=${FIRN_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 START_TIMEOUT_S=${FIRN_PG_START_TIMEOUT:-30}
+WAL_LEVEL=${FIRN_PG_WAL_LEVEL:-logical}
 PORT_TRIES=5
 MARKER=.firn-pg-cluster
 PW_ROLE=firn_pw
@@ -31,6 +33,7 @@ usage() {
     exit 2
 }
 
+[[ $WAL_LEVEL =~ ^(replica|logical)$ ]] || die "FIRN_PG_WAL_LEVEL must be replica or logical, got \"$WAL_LEVEL\""
 [[ -x $PG_BINDIR/initdb ]] || die "cannot find initdb in $PG_BINDIR (install postgresql-15 or run scripts/setup.sh)"
 
 test_user=$(id -un)
@@ -81,7 +84,7 @@ init_cluster() {
 # firn test cluster
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$root/sock'
-wal_level = logical
+wal_level = $WAL_LEVEL
 max_replication_slots = 20
 max_wal_senders = 20
 fsync = off

@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Configuration and environment mistakes (issue 7, check 3): each gives one line on stderr
+starting with "firn:" and the exit code of README "Exit codes" (2 configuration, 3 source,
+4 destination), from `firn check` and from `firn sync`, and no password ever appears in the
+output. The file mistakes test_cli_config.py covers for `check` (missing source file, bad JSON
+in a source, unknown destination key) are extended here to the other files and to `sync`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import PG_CLUSTER, PW_ROLE, PW_SECRET, PgCluster, _parse_exports
+from firnutil import FirnEnv
+
+PASSWORD_ENV = "FIRN_TEST_E2E_PASSWORD"
+
+
+def run(fe: FirnEnv, *args: str, password: str | None = None, timeout: float = 60):
+    env = {PASSWORD_ENV: password} if password is not None else {}
+    return fe.run(*args, "--log", "error", timeout=timeout, env=env)
+
+
+def one_error(proc, code: int, *secrets: str) -> str:
+    """Asserts exit code `code` and a single `firn:` line on stderr; returns it."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == code, f"exit {proc.returncode}, expected {code}:\n{proc.stderr}"
+    assert len(lines) == 1 and lines[0].startswith("firn: "), f"not one line:\n{proc.stderr}"
+    for s in secrets:
+        assert s not in proc.stdout + proc.stderr, f"secret {s!r} printed"
+    return lines[0]
+
+
+@pytest.fixture
+def fe(pg, pg_db, firn_bin, tmp_path) -> FirnEnv:
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a')")
+    env = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    env.setup(pg, ["t"])
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- files ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["destination", "streams"])
+def test_missing_file_in_sync(fe, which):
+    path = getattr(fe, which)
+    path.unlink()
+    line = one_error(run(fe, "sync", *fe.sync_args), 2)
+    assert line == f'firn: cannot open "{path}": No such file or directory'
+
+
+@pytest.mark.parametrize("which", ["destination", "streams", "state"])
+def test_bad_json_in_each_file(fe, which):
+    path = getattr(fe, which)
+    path.write_text('{"a": 1,,}')
+    line = one_error(run(fe, "sync", *fe.sync_args), 2)
+    assert line.startswith(f"firn: {path}:1:") and "invalid JSON" in line
+
+
+@pytest.mark.parametrize("which, doc, key", [
+    ("source", {"host": "h", "database": "d", "username": "u", "slots": "x"}, "slots"),
+    ("streams", {"selected_streams": {"public": [{"stream_name": "t", "sync_mod": "cdc"}]}},
+     "selected_streams.public[0].sync_mod"),
+])
+def test_unknown_key_in_other_files(fe, which, doc, key):
+    path = getattr(fe, which)
+    path.write_text(json.dumps(doc))
+    line = one_error(run(fe, "sync", *fe.sync_args), 2)
+    assert line.startswith(f'firn: {path}: unknown key "{key}"'), line
+
+
+def test_selected_table_missing_from_source(fe):
+    fe.write_streams(["t", "no_such_table"])
+    line = one_error(run(fe, "sync", *fe.sync_args), 3)
+    assert "no_such_table" in line
+
+
+# ---- the source ----------------------------------------------------------------------------
+
+def test_wrong_password(fe, pg):
+    fe.write_source(pg, username=PW_ROLE, password="${%s}" % PASSWORD_ENV)
+    for args in (["check", "--source", str(fe.source)], ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args, password="not-the-secret-42"), 3, "not-the-secret-42",
+                         PW_SECRET)
+        assert "password authentication failed" in line, line
+    # the right password works, and is not printed either
+    proc = run(fe, "check", "--source", str(fe.source), password=PW_SECRET)
+    assert proc.returncode == 0, proc.stderr
+    assert PW_SECRET not in proc.stdout + proc.stderr
+
+
+def test_unreachable_host(fe, pg):
+    fe.write_source(pg, port=free_port(), password="closed-port-secret",
+                    connect_timeout_seconds=2)
+    for args in (["check", "--source", str(fe.source)], ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 3, "closed-port-secret")
+        assert "refused" in line or "could not connect" in line, line
+
+
+def test_missing_slot(fe, pg):
+    fe.write_source(pg, slot="no_such_slot", create_slot=False)
+    line = one_error(run(fe, "sync", *fe.sync_args), 3)
+    assert "no_such_slot" in line, line
+
+
+def test_missing_publication(fe, pg):
+    fe.write_source(pg, publication="no_such_pub", create_publication=False)
+    line = one_error(run(fe, "sync", *fe.sync_args), 3)
+    assert "no_such_pub" in line, line
+
+
+@pytest.fixture(scope="module")
+def replica_cluster():
+    """A second cluster with wal_level = replica (pg_cluster.sh FIRN_PG_WAL_LEVEL)."""
+    handle = Path(tempfile.mkdtemp(prefix="firn-pytest-replica.")) / "cluster"
+    env = dict(os.environ, FIRN_PG_WAL_LEVEL="replica")
+    proc = subprocess.run(["bash", str(PG_CLUSTER), "start", str(handle)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        e = _parse_exports(proc.stdout)
+        yield PgCluster(host=e["PGHOST"], port=int(e["PGPORT"]), user=e["PGUSER"],
+                        dbname=e["PGDATABASE"])
+    finally:
+        subprocess.run(["bash", str(PG_CLUSTER), "stop", str(handle)], timeout=60)
+        shutil.rmtree(handle.parent, ignore_errors=True)
+
+
+def test_wal_level_not_logical(replica_cluster, firn_bin, tmp_path):
+    pg = replica_cluster
+    with pg.connect() as conn:
+        assert conn.execute("SHOW wal_level").fetchone()[0] == "replica"
+        conn.execute("CREATE TABLE IF NOT EXISTS t (id int PRIMARY KEY)")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    fe.setup(pg, ["t"])
+    for args in (["check", "--source", str(fe.source), "--streams", str(fe.streams)],
+                 ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 3)
+        assert "wal_level" in line and "logical" in line, line
+
+
+# ---- the destination ------------------------------------------------------------------------
+
+def test_catalog_path_not_writable(fe):
+    # We run as root, so permissions do not stop us: a path below a regular file fails for root.
+    bad = "/dev/null/firn"
+    fe.write_destination(catalog={"type": "sql", "uri": f"sqlite:///{bad}/catalog.db",
+                                  "warehouse": f"file://{fe.warehouse}"})
+    for args in (["check", "--destination", str(fe.destination)], ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 4)
+        assert bad in line, line
+
+
+def test_warehouse_not_writable(fe):
+    fe.write_destination(catalog={"type": "sql", "uri": f"sqlite:///{fe.catalog_db}",
+                                  "warehouse": "file:///dev/null/warehouse"})
+    for args in (["check", "--destination", str(fe.destination)], ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 4)
+        assert "/dev/null/warehouse" in line, line
