@@ -240,7 +240,11 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
             firn_state_stream((firn_state *)&cfg->state, s->namespace, s->name, false);
         char src[256], dst[256], lsn[18] = "-", when[32] = "never", lag[64] = "-";
         snprintf(src, sizeof(src), "%s.%s", s->namespace, s->name);
-        snprintf(dst, sizeof(dst), "%s.%s", s->target_namespace, s->target_table);
+        /* Without the destination file the namespace pattern is unknown: no guess. */
+        if (cfg->has_destination)
+            snprintf(dst, sizeof(dst), "%s.%s", s->target_namespace, s->target_table);
+        else
+            snprintf(dst, sizeof(dst), "-");
         if (st && st->committed_lsn)
             firn_lsn_format(st->committed_lsn, lsn);
         if (st && st->last_commit_us) {
