@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`firn check`, `firn status` and `firn discover` against a real source and catalog (issue 7,
+check 4): check's verdict and that its probes leave nothing behind, status lines before and after
+a sync (position equal to the table's snapshot summary, lag against the source's WAL), and
+discover keeping the selections and options of an edited streams file on a second run."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from firnutil import FirnEnv
+
+SCHEMA = """
+CREATE TABLE orders (id int8 PRIMARY KEY, placed date, total numeric(10, 2));
+CREATE TABLE notes (body text, at timestamptz);
+CREATE TABLE refunds (id int4 PRIMARY KEY, order_id int8, amount numeric(10, 2));
+ALTER TABLE notes REPLICA IDENTITY FULL;
+INSERT INTO orders SELECT g, date '2024-01-01' + g, g * 2.5 FROM generate_series(1, 20) g;
+INSERT INTO notes VALUES ('first', now());
+"""
+
+
+def lsn_text(v: int) -> str:
+    return f"{v >> 32:X}/{v & 0xFFFFFFFF:X}"
+
+
+def status_lines(fe: FirnEnv, *extra: str) -> dict[str, list[str]]:
+    proc = fe.run("status", "--streams", str(fe.streams), "--state", str(fe.state), *extra,
+                  "--log", "error")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["stream", "table", "mode", "backfill", "committed", "lsn", "last",
+                                "commit", "(UTC)", "lag"]
+    return {ln.split()[0]: ln for ln in lines[1:]}
+
+
+def test_check_ok_and_leaves_nothing_behind(pg, pg_db, firn_bin, tmp_path):
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, ["orders"])
+    fe.warehouse.mkdir(parents=True)
+    proc = fe.run("check", "--source", str(fe.source), "--destination", str(fe.destination))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "check: ok (source, destination)\n"
+    assert "source ok" in proc.stderr and "destination ok" in proc.stderr
+    proc = fe.run("check", "--destination", str(fe.destination))
+    assert (proc.returncode, proc.stdout) == (0, "check: ok (destination)\n"), proc.stderr
+    proc = fe.run("check", "--source", str(fe.source), "--log", "error")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "check: ok (source)\n", "")
+    assert fe.catalog().list_namespaces() == []
+    assert list(fe.warehouse.iterdir()) == []
+
+
+def test_status_before_and_after_sync(pg, pg_db, firn_bin, tmp_path):
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(SCHEMA)
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["orders", "notes"])
+        lines = status_lines(fe, "--destination", str(fe.destination))
+        assert set(lines) == {"public.orders", "public.notes"}
+        assert lines["public.orders"].split() == ["public.orders", "e2e.orders",
+                                                  "full_refresh_cdc", "pending", "-", "never", "-"]
+        # without the destination file the target namespace is unknown: not guessed
+        assert status_lines(fe)["public.orders"].split()[1] == "-"
+
+        fe.sync()
+        conn.execute("INSERT INTO orders VALUES (100, '2025-01-01', 1)")
+        fe.sync()
+        before = int(time.time())
+        conn.execute("INSERT INTO refunds VALUES (1, 1, 1)")  # WAL the streams do not carry
+        lines = status_lines(fe, "--source", str(fe.source), "--destination", str(fe.destination))
+        wal = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0]
+        for name in ("orders", "notes"):
+            snap = fe.catalog().load_table(f"e2e.{name}").current_snapshot()
+            lsn = int(snap.summary["firn.lsn"])
+            f = lines[f"public.{name}"].split()
+            assert f[:5] == [f"public.{name}", f"e2e.{name}", "full_refresh_cdc", "done",
+                             lsn_text(lsn)], lines[f"public.{name}"]
+            committed = time.mktime(time.strptime(f"{f[5]} {f[6]}", "%Y-%m-%d %H:%M:%S"))
+            assert abs(committed - time.timezone - before) < 120  # UTC
+            m = re.fullmatch(r"(\d+) bytes, (\d+)s", " ".join(f[7:]))
+            assert m, lines[f"public.{name}"]
+            assert 0 < int(m.group(1)) <= wal - lsn + 1024 * 1024
+        # orders committed a later change than notes
+        assert int(fe.catalog().load_table("e2e.orders").current_snapshot().summary["firn.lsn"]) \
+            > int(fe.catalog().load_table("e2e.notes").current_snapshot().summary["firn.lsn"])
+        # without --source: the age of the last commit only
+        f = status_lines(fe, "--destination", str(fe.destination))["public.orders"].split()
+        assert re.fullmatch(r"\d+s since commit", " ".join(f[7:])), f
+        # streams not selected are not listed
+        fe.write_streams(["orders"])
+        assert set(status_lines(fe)) == {"public.orders"}
+
+
+def selected(doc: dict) -> dict[str, dict]:
+    return {s["stream_name"]: s for s in doc["selected_streams"].get("public", [])}
+
+
+def test_discover_keeps_selections(pg, pg_db, firn_bin, tmp_path):
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(SCHEMA)
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.write_source(pg, default_mode="full_refresh_cdc")
+        proc = fe.run("discover", "--source", str(fe.source), "--output", str(fe.streams))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == f"discover: wrote {fe.streams}\n"
+        doc = json.loads(fe.streams.read_text())
+        names = {s["stream"]["name"] for s in doc["streams"]}
+        assert names == {"orders", "notes", "refunds"}
+        sel = selected(doc)
+        assert set(sel) == {"orders", "notes", "refunds"}  # a first discover selects everything
+        assert all(s.get("sync_mode", "full_refresh_cdc") == "full_refresh_cdc"
+                   for s in sel.values())
+        assert sel["notes"].get("append_mode") is True  # no primary key
+        orders = next(s for s in doc["streams"] if s["stream"]["name"] == "orders")
+        assert orders["stream"]["source_defined_primary_key"] == ["id"]
+        assert set(orders["stream"]["available_cursor_fields"]) == {"id", "placed", "total"}
+
+        # The user edits the file: drops refunds, changes orders' options.
+        doc["selected_streams"]["public"] = [
+            {"stream_name": "orders", "sync_mode": "cdc_only", "partition": ["month(placed)"]},
+            {"stream_name": "notes", "sync_mode": "full_refresh", "append_mode": True},
+        ]
+        fe.streams.write_text(json.dumps(doc, indent=2))
+        conn.execute("CREATE TABLE added_later (id int PRIMARY KEY)")
+
+        proc = fe.run("discover", "--source", str(fe.source), "--streams", str(fe.streams))
+        assert proc.returncode == 0, proc.stderr
+        doc2 = json.loads(fe.streams.read_text())
+        assert {s["stream"]["name"] for s in doc2["streams"]} == \
+            {"orders", "notes", "refunds", "added_later"}
+        sel = selected(doc2)
+        assert set(sel) == {"orders", "notes"}, sel
+        assert sel["orders"]["sync_mode"] == "cdc_only"
+        assert sel["orders"]["partition"] == ["month(placed)"]
+        assert sel["notes"]["sync_mode"] == "full_refresh"
+        assert sel["notes"].get("append_mode") is True
+
+        # The file firn wrote loads again and syncs what is selected.
+        fe.write_destination()
+        fe.sync()
+        tables = {t for _, t in fe.catalog().list_tables("e2e")}
+        assert tables == {"orders", "notes"}
