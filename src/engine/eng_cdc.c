@@ -385,21 +385,25 @@ static bool policy_due(cdc *c)
     return rows > 0 && (firn_monotonic_ns() - c->last_flush_ns) / 1000000 >= interval_ms;
 }
 
-/* Truncate: flush what came before, then replace each table's files by nothing. */
+/* Truncate: replace each table's files by nothing. Its buffered rows (of this and earlier
+ * transactions) are gone with it, so they are dropped, and nothing else is flushed: committing
+ * other tables' rows of this unfinished transaction at the previous position would write them
+ * twice when a crash replays the transaction. */
 static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
-    FIRN_TRY(flush_all(c, err));
     for (uint32_t i = 0; i < ev->msg->truncate.n_relids; i++) {
         rel_map *m = rel_find(c, ev->msg->truncate.relids[i]);
         if (!m || !m->table || c->txn_commit_lsn <= m->table->committed_lsn)
             continue;
         firn__table *t = m->table;
-        /* The position stays at the last whole transaction: rows after the TRUNCATE in the
-         * same transaction must not be skipped after a restart. */
+        firn_batch_reset(t->buf);
+        /* The position stays where it was: this transaction and the earlier ones whose rows
+         * were just dropped are read again after a restart, the TRUNCATE included. */
         if (firn_table_metadata_current_snapshot(t->cat.metadata))
             FIRN_TRY(firn__table_commit(t, NULL, 0, NULL, 0, true, 0, NULL, err));
         if (t->index)
             firn__table_reset_index(t);
+        firn__engine_note_commit(c->e, t);
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": truncated", t->display);
     }
     return FIRN_OK;
