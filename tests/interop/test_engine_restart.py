@@ -34,6 +34,8 @@ CREATE TABLE bank (id int4 PRIMARY KEY, balance int8 NOT NULL, touched int4 DEFA
 CREATE TABLE items (id int4 PRIMARY KEY, v int4, note text, big text);
 CREATE TABLE ledger (seq int8 NOT NULL, tag int8 NOT NULL, n int4 NOT NULL, note text);
 ALTER TABLE ledger REPLICA IDENTITY FULL;
+CREATE TABLE scratch (k int4 PRIMARY KEY, v int4);
+INSERT INTO scratch SELECT g, g FROM generate_series(1, 20) g;
 CREATE SEQUENCE ledger_seq;
 CREATE SEQUENCE ledger_tag;
 INSERT INTO bank SELECT g, 1000, 0, 'm' || g FROM generate_series(1, 100) g;
@@ -93,10 +95,19 @@ class Writer(threading.Thread):
                          (self.rng.randint(1, self.next_item),))
         elif r < 0.92:
             conn.execute("DELETE FROM items WHERE id = %s", (self.rng.randint(1, self.next_item),))
-        elif r < 0.96:
+        elif r < 0.955:
             old = self.rng.randint(1, self.next_item)
             self.next_item += 1
             conn.execute("UPDATE items SET id = %s WHERE id = %s", (self.next_item, old))
+        elif r < 0.97:
+            # a TRUNCATE between other tables' rows in one transaction
+            n = self.rng.randint(1, 3)
+            conn.execute("INSERT INTO ledger SELECT nextval('ledger_seq'), t, %s, 'trunc' "
+                         "FROM (SELECT nextval('ledger_tag') t) s, generate_series(1, %s)",
+                         (n, n))
+            conn.execute("TRUNCATE scratch")
+            conn.execute("INSERT INTO scratch SELECT g, %s FROM generate_series(1, %s) g",
+                         (self.rng.randint(0, 99), self.rng.randint(0, 20)))
         else:
             lo = self.rng.randint(1, 3000)
             conn.execute("UPDATE items SET v = -v, big = repeat(md5(%s::text), 200) "
@@ -111,7 +122,7 @@ class Writer(threading.Thread):
 
 def make_env(pg, dbname, firn_bin, tmp_path, interval_s=0.3) -> FirnEnv:
     fe = FirnEnv(firn_bin, tmp_path / "firn", dbname)
-    fe.setup(pg, ["bank", "items", "ledger"], interval_s=interval_s,
+    fe.setup(pg, ["bank", "items", "ledger", "scratch"], interval_s=interval_s,
              source={"batch_rows": 500, "chunk_size": "64KiB", "parallelism": 2})
     return fe
 
@@ -131,10 +142,10 @@ def check_atomic(fe: FirnEnv):
 
 
 def check_equal(fe: FirnEnv, conn, duck=None):
-    """Every table equals the source: bank and items by full rows and hash, ledger as a change
-    log holding each source row exactly once."""
+    """Every table equals the source: bank, items and scratch by full rows and hash, ledger as a
+    change log holding each source row exactly once."""
     cat = fe.catalog()
-    for table in ("bank", "items"):
+    for table in ("bank", "items", "scratch"):
         ice = cat.load_table(f"e2e.{table}")
         schema = ice.schema()
         names = [f.name for f in schema.fields if not f.name.startswith("_firn_")]
@@ -165,7 +176,7 @@ def backfill_done(fe: FirnEnv) -> bool:
     except (OSError, ValueError):
         return False
     streams = state.get("streams", [])
-    return len(streams) == 3 and all(s.get("state", {}).get("backfill_done") for s in streams)
+    return len(streams) == 4 and all(s.get("state", {}).get("backfill_done") for s in streams)
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
@@ -275,3 +286,31 @@ def test_kill_points(pg, pg_db, firn_bin, duck, tmp_path):
         fe.sync(timeout=300)
         check_atomic(fe)
         check_equal(fe, conn, duck)
+
+
+def test_crash_at_truncate_commit_mid_transaction(pg, pg_db, firn_bin, tmp_path):
+    """A TRUNCATE inside a transaction that also wrote another table: a crash right after the
+    truncate's commit must not leave that table with the transaction's rows twice."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE log (seq int4, what text); "
+                     "ALTER TABLE log REPLICA IDENTITY FULL; "
+                     "CREATE TABLE scratch (k int4 PRIMARY KEY, v text); "
+                     "INSERT INTO scratch VALUES (1, 'a'), (2, 'b')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["log", "scratch"], interval_s=600)
+        fe.sync()
+        conn.execute("INSERT INTO log VALUES (1, 'before')")
+        conn.execute("BEGIN; INSERT INTO log VALUES (2, 'with truncate'); TRUNCATE scratch; "
+                     "INSERT INTO scratch VALUES (3, 'c'); INSERT INTO log VALUES (3, 'after'); "
+                     "COMMIT")
+        # Commits of this run: whatever is flushed before the TRUNCATE, then the truncate of
+        # scratch; die right after each in turn, then finish with a clean run.
+        for n in (1, 2, 3):
+            proc = fe.sync(env={"FIRN_TEST_CRASH": f"after-commit:{n}"}, check=False)
+            assert proc.returncode in (-signal.SIGKILL, 0), proc.stderr[-3000:]
+        fe.sync()
+        log = fe.pyiceberg_arrow("log")
+        seqs = sorted(log.column("seq").to_pylist())
+        assert seqs == [1, 2, 3], f"log rows {seqs}: {log.column('_firn_op').to_pylist()}"
+        scratch = fe.pyiceberg_arrow("scratch")
+        assert sorted(scratch.column("k").to_pylist()) == [3]
