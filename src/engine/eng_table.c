@@ -292,13 +292,8 @@ bool firn__table_backfill_is_last(const firn__table *t)
 void firn__table_restart_backfill(firn__table *t)
 {
     t->needs_backfill = true;
-    if (!t->index)
-        return;
-    firn__pkindex_free(t->index);
-    t->index = firn__pkindex_new();
-    for (size_t i = 0; i < t->n_files; i++)
-        firn_data_file_deinit(&t->files[i]);
-    t->n_files = 0;
+    if (t->index)
+        firn__table_reset_index(t);
 }
 
 /* Walks the main branch back from the current snapshot: the newest firn.lsn and whether the
