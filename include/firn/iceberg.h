@@ -446,7 +446,8 @@ bool firn_type_can_promote(const firn_field *from, const firn_field *to);
  * - a target field missing in base is added as optional with new ids from *io_last_column_id+1
  *   (nested children too), and *io_last_column_id is raised;
  * - a field whose type changed is promoted when firn_type_can_promote allows it;
- * - base fields missing in target are kept (dropped source columns stay, read as null);
+ * - base fields missing in target are kept (dropped source columns stay, read as null) and
+ *   become optional unless they are identifier fields (writers fill them with nulls);
  * - required -> optional is applied; a target that is required where base is optional keeps
  *   base optional.
  * The result has schema_id base->schema_id + 1 (the catalog may renumber it) and base's

@@ -77,9 +77,45 @@ static int32_t pg_column_index(const firn_pg_table *pg, const char *name)
     return -1;
 }
 
+/* True when the text values of source type `from` decode exactly as type `to`: a Relation
+ * message describing changes made before ALTER COLUMN ... TYPE widened the column, whose table
+ * schema this run already evolved (int2 -> int4 -> int8, varchar/bpchar -> text, text ->
+ * varchar). Changes stream as text (pc.text_values), so the new type's decoder reads them. */
+static bool text_decodes_as(uint32_t from, uint32_t to)
+{
+    enum { INT8 = 20, INT2 = 21, INT4 = 23, TEXT = 25, BPCHAR = 1042, VARCHAR = 1043 };
+    if (from == to)
+        return true;
+    switch (to) {
+    case INT4:
+        return from == INT2;
+    case INT8:
+        return from == INT2 || from == INT4;
+    case TEXT:
+    case VARCHAR:
+        return from == TEXT || from == VARCHAR || from == BPCHAR;
+    default:
+        return false;
+    }
+}
+
+/* True when the table keeps a column the source no longer has (dropped since; DESIGN.md
+ * "Schema evolution"): its values in changes from before the drop are not written. */
+static bool dropped_column(const firn__table *t, const char *name)
+{
+    for (size_t i = t->pg->n_columns; i < t->schema->n_children; i++) {
+        const firn_field *f = t->schema->children[i];
+        if (f->meta == FIRN_META_NULL && strcmp(f->name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* A Relation message: (re)build the column map. A column the table does not know, or a type
- * change, stops the stream with an error naming it (the next run evolves the table schema
- * from the source before streaming). */
+ * change the table has not taken, stops the stream with an error naming it (the next run
+ * evolves the table schema from the source before streaming). Relation messages of changes made
+ * before the schema this run started with are mapped too: a dropped column is skipped, a
+ * widened one decodes as its new type. */
 static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
     const firn_pgo_rel *rel = ev->rel;
@@ -100,12 +136,14 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
     for (uint16_t i = 0; i < rel->n_cols; i++) {
         int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
         m->batch_col[i] = idx;
+        if (idx < 0 && dropped_column(m->table, rel->cols[i].name))
+            continue;
         if (idx < 0)
             return firn_err_set(err, FIRN_ERR_SCHEMA,
                                 "column \"%s\" was added to source table \"%s.%s\" while "
                                 "streaming; run firn sync again to add it to table \"%s\"",
                                 rel->cols[i].name, rel->nspname, rel->relname, m->table->display);
-        if (rel->cols[i].type_oid != m->table->pg->columns[idx].type->oid)
+        if (!text_decodes_as(rel->cols[i].type_oid, m->table->pg->columns[idx].type->oid))
             return firn_err_set(err, FIRN_ERR_SCHEMA,
                                 "type of column \"%s\" of source table \"%s.%s\" changed while "
                                 "streaming; run firn sync again to evolve table \"%s\"",
@@ -255,6 +293,11 @@ static firn_rc append_tuple(
     bool seen[1024] = {false};
     bool unchanged = false;
     for (size_t i = 0; i < n; i++) {
+        if (m->batch_col[i] < 0) { /* dropped from the source since: not written */
+            cols[i] = NULL;
+            tup->cols[i].kind = FIRN_PGO_COL_NULL; /* nor fetched when unchanged */
+            continue;
+        }
         cols[i] = firn_batch_column(t->buf, (size_t)m->batch_col[i]);
         seen[m->batch_col[i]] = true;
         if (tup->cols[i].kind == FIRN_PGO_COL_UNCHANGED) {
@@ -273,7 +316,7 @@ static firn_rc append_tuple(
         long prev = t->upsert ? prev_image(t, firn_batch_rows(t->buf), &c->scratch) : -1;
         if (prev >= 0) {
             for (size_t i = 0; i < n; i++) {
-                if (tup->cols[i].kind == FIRN_PGO_COL_UNCHANGED)
+                if (cols[i] && tup->cols[i].kind == FIRN_PGO_COL_UNCHANGED)
                     firn_column_append_from(cols[i], cols[i], (size_t)prev);
             }
         } else {

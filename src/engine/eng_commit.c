@@ -9,8 +9,12 @@
 #include <string.h>
 #include <time.h>
 
-#define COMMIT_ATTEMPTS    8
-#define MERGE_MANIFESTS_AT 100
+#define COMMIT_ATTEMPTS                8 /* failures other than conflicts before giving up */
+#define COMMIT_BACKOFF_MIN_MS          50
+#define COMMIT_BACKOFF_MAX_MS          2000
+#define COMMIT_CONFLICT_BUDGET_MS      120000 /* how long to keep retrying after conflicts */
+#define COMMIT_CONFLICT_BACKOFF_MAX_MS 500
+#define MERGE_MANIFESTS_AT             100
 
 static void sleep_ms(int ms)
 {
@@ -133,6 +137,47 @@ static firn_rc reload(firn__table *t, firn_err *err)
     return FIRN_OK;
 }
 
+/* A random wait in [max_ms / 2, max_ms]: writers that lost a race must not retry in step. */
+static int jitter_ms(int max_ms)
+{
+    uint8_t r[16];
+    uint32_t v;
+    firn_uuid_v4(r);
+    memcpy(&v, r, sizeof(v));
+    return max_ms / 2 + (int)(v % (uint32_t)(max_ms / 2 + 1));
+}
+
+/* Commits q, retrying on the new parent after a conflict (another writer committed: keep going
+ * for up to COMMIT_CONFLICT_BUDGET_MS, so a busy table cannot starve this writer) and after
+ * transient errors or an unknown outcome (up to COMMIT_ATTEMPTS failures). Never retries
+ * blindly: reloads and looks for commit_id first. */
+static firn_rc
+commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_err *err)
+{
+    int64_t t0 = firn_monotonic_ns();
+    int failures = 0, backoff_ms = COMMIT_BACKOFF_MIN_MS;
+    for (int attempt = 1;; attempt++) {
+        firn_rc rc = commit_once(t, q, err);
+        if (rc == FIRN_OK)
+            return FIRN_OK;
+        if (rc != FIRN_ERR_UNKNOWN_OUTCOME && !firn_rc_is_transient(rc))
+            return rc;
+        firn_err lerr = {0};
+        if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id))
+            return FIRN_OK;
+        bool conflict = rc == FIRN_ERR_CONFLICT;
+        int64_t spent_ms = (firn_monotonic_ns() - t0) / 1000000;
+        if (conflict ? spent_ms >= COMMIT_CONFLICT_BUDGET_MS : ++failures >= COMMIT_ATTEMPTS)
+            return rc;
+        FIRN_LOG(conflict ? FIRN_LOG_INFO : FIRN_LOG_WARN, "engine",
+                 "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
+                 err ? err->msg : firn_rc_message(rc));
+        sleep_ms(jitter_ms(backoff_ms));
+        int cap = conflict ? COMMIT_CONFLICT_BACKOFF_MAX_MS : COMMIT_BACKOFF_MAX_MS;
+        backoff_ms = backoff_ms * 2 > cap ? cap : backoff_ms * 2;
+    }
+}
+
 static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_err *err);
 
 firn_rc firn__table_commit(firn__table *t,
@@ -186,28 +231,7 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;
     firn__fault_point("after-upload");
-    firn_rc rc = FIRN_OK;
-    int backoff_ms = 50;
-    for (int attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
-        rc = commit_once(t, &q, err);
-        if (rc == FIRN_OK)
-            break;
-        if (rc == FIRN_ERR_UNKNOWN_OUTCOME || firn_rc_is_transient(rc)) {
-            /* Never retry blindly: reload and look for our commit first. */
-            firn_err lerr = {0};
-            if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id)) {
-                rc = FIRN_OK;
-                break;
-            }
-            FIRN_LOG(FIRN_LOG_WARN, "engine",
-                     "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
-                     err ? err->msg : firn_rc_message(rc));
-            sleep_ms(backoff_ms);
-            backoff_ms = backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2;
-            continue;
-        }
-        break;
-    }
+    firn_rc rc = commit_retry(t, &q, commit_id, err);
     if (rc == FIRN_OK)
         firn__fault_point("after-commit");
     if (rc == FIRN_OK && keep)

@@ -256,8 +256,10 @@ FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
 
 /** Commits one snapshot to t: added data files, added delete files, removed files (paths) or
  * truncate, with firn.lsn = lsn (0: keep the previous value) and extra (NULL or more keys).
- * Retries on conflicts (reload, rebuild the manifest list on the new parent); on an unknown
- * outcome reloads and looks for the commit id. Updates t->cat and t->committed_lsn. */
+ * Retries on conflicts (reload, rebuild the manifest list on the new parent; for up to two
+ * minutes with jittered backoff, so a table other writers keep busy cannot starve it), and up
+ * to 8 times on other transient errors; on an unknown outcome reloads and looks for the commit
+ * id. Updates t->cat and t->committed_lsn. */
 FIRN_MUST_CHECK firn_rc firn__table_commit(firn__table *t,
                                            const firn_data_file *data,
                                            size_t n_data,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Schema evolution (format/spec.md "Schema Evolution", ICEBERG.md §F): add optional columns
- * with new ids, allowed type promotions, required -> optional, dropped columns kept. */
+ * with new ids, allowed type promotions, required -> optional, dropped columns kept (and made
+ * optional: they are null from then on). */
 #include "ice_meta_int.h"
 
 #include <stdio.h>
@@ -62,7 +63,26 @@ static firn_field *with_new_ids(const firn_field *t, int32_t *last)
 typedef struct evolve_ctx {
     int32_t *last;
     bool changed;
+    const firn_schema *base; /* for its identifier fields */
 } evolve_ctx;
+
+static bool is_identifier(const firn_schema *s, int32_t id)
+{
+    for (size_t i = 0; i < s->n_identifier_field_ids; i++) {
+        if (s->identifier_field_ids[i] == id)
+            return true;
+    }
+    return false;
+}
+
+static bool has_child_named(const firn_field *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_children; i++) {
+        if (strcmp(f->children[i]->name, name) == 0)
+            return true;
+    }
+    return false;
+}
 
 static firn_rc
 evolve_field(evolve_ctx *ctx, firn_field *e, const firn_field *t, const char *path, firn_err *err);
@@ -87,6 +107,14 @@ evolve_struct(evolve_ctx *ctx, firn_field *e, const firn_field *t, const char *p
             continue;
         }
         FIRN_TRY(evolve_field(ctx, ec, tc, sub, err));
+    }
+    /* Kept fields the target lacks get nulls from now on: they cannot stay required. */
+    for (size_t j = 0; j < e->n_children; j++) {
+        firn_field *ec = e->children[j];
+        if (ec->required && !has_child_named(t, ec->name) && !is_identifier(ctx->base, ec->id)) {
+            ec->required = false;
+            ctx->changed = true;
+        }
     }
     return FIRN_OK;
 }
@@ -153,7 +181,7 @@ firn_rc firn_schema_evolve(const firn_schema *base,
         last = hi;
     firn_schema *s = firn_schema_clone(base);
     s->schema_id = base->schema_id + 1;
-    evolve_ctx ctx = {&last, false};
+    evolve_ctx ctx = {&last, false, base};
     firn_rc rc = evolve_struct(&ctx, s->root, target, "", err);
     if (rc) {
         firn_schema_free(s);

@@ -139,4 +139,32 @@ T_TEST(add_and_promote_helpers)
     firn_schema_free(base);
 }
 
-T_MAIN(T_CASE(evolve_to_target), T_CASE(incompatible_changes), T_CASE(add_and_promote_helpers))
+/* A required column the target no longer has is kept as optional (nulls from then on), except
+ * an identifier field; evolving again changes nothing. */
+T_TEST(dropped_required_becomes_optional)
+{
+    firn_err err = {0};
+    firn_schema *base = base_schema(), *out = NULL, *again = NULL;
+    int32_t ident = 1, last = 6;
+    firn_schema_set_identifier_ids(base, &ident, 1);
+    firn_field *root = firn_field_new(0, "", FIRN_TYPE_STRUCT, true);
+    firn_field_add(root, firn_field_new_decimal(0, "amount", 10, 2, false));
+    bool changed = false;
+    T_OK_ERR(firn_schema_evolve(base, root, &last, &out, &changed, &err), &err);
+    T_TRUE(changed);
+    T_TRUE(firn_schema_find_name(out, "id")->required);     /* identifier: stays */
+    T_FALSE(firn_schema_find_name(out, "score")->required); /* dropped: optional */
+    T_EQ_INT(firn_schema_find_name(out, "score")->id, 2);
+    T_EQ_INT(firn_schema_find_name(out, "tags")->children[0]->id, 6);
+    T_OK_ERR(firn_schema_evolve(out, root, &last, &again, &changed, &err), &err);
+    T_FALSE(changed);
+    firn_schema_free(again);
+    firn_schema_free(out);
+    firn_field_free(root);
+    firn_schema_free(base);
+}
+
+T_MAIN(T_CASE(evolve_to_target),
+       T_CASE(incompatible_changes),
+       T_CASE(add_and_promote_helpers),
+       T_CASE(dropped_required_becomes_optional))
