@@ -4,7 +4,8 @@
 # libraries, PostgreSQL 15, Java 17, a Python virtualenv (outside the clone) for the interop tests,
 # the object-storage test servers (scripts/services.sh), and for the Spark interop tests pyspark
 # (scripts/requirements-spark.txt) plus the jars listed in scripts/spark-jars.txt (Iceberg Spark
-# runtime, SQLite JDBC driver) from Maven Central.
+# runtime, SQLite JDBC driver) from Maven Central, and the Apache Iceberg REST catalog fixture jar
+# of scripts/rest-jars.txt (the REST catalog tests).
 # Idempotent and quick on a second run: apt is skipped when every package is installed, pip
 # when the venv's stamps match the sha256 of the requirements files, a jar download when the
 # cached jar's sha256 matches.
@@ -42,6 +43,7 @@ STAMP=$VENV/.firn-requirements.sha256
 SPARK_REQS=scripts/requirements-spark.txt
 SPARK_STAMP=$VENV/.firn-requirements-spark.sha256
 SPARK_JARS=scripts/spark-jars.txt
+REST_JARS=scripts/rest-jars.txt
 JAR_DIR=$CACHE_DIR/jars
 MAVEN_REPO=https://repo1.maven.org/maven2
 
@@ -156,7 +158,7 @@ fetch_jar() {
     local coord=$1 sha=$2 group artifact version url dest tmp
     IFS=: read -r group artifact version <<<"$coord"
     [[ -n $group && -n $artifact && -n $version && ${#sha} -eq 64 ]] ||
-        die "bad line in $SPARK_JARS: $coord $sha"
+        die "bad jar line: $coord $sha"
     dest=$JAR_DIR/$artifact-$version.jar
     if [[ -f $dest && $(sha256sum "$dest" | cut -d' ' -f1) == "$sha" ]]; then
         return 1
@@ -176,8 +178,9 @@ fetch_jar() {
     mv -f "$tmp" "$dest"
 }
 
-install_spark_jars() {
-    local coord sha rest fetched=0 total=0
+# install_jars LIST NAME: every jar of LIST (group:artifact:version sha256 lines).
+install_jars() {
+    local list=$1 name=$2 coord sha rest fetched=0 total=0
     mkdir -p "$JAR_DIR"
     while read -r coord sha rest; do
         [[ -z $coord || $coord == \#* ]] && continue
@@ -185,14 +188,20 @@ install_spark_jars() {
         if fetch_jar "$coord" "$sha"; then
             fetched=$((fetched + 1))
         fi
-    done <"$SPARK_JARS"
-    say "spark jars: $total in $JAR_DIR ($fetched downloaded)"
+    done <"$list"
+    say "$name jars: $total in $JAR_DIR ($fetched downloaded)"
+}
+
+install_spark_jars() {
+    install_jars "$SPARK_JARS" spark
 }
 
 install_apt
 install_venv
 # Object-storage test services (versitygw, fake-gcs-server), go-installed into $CACHE_DIR/bin.
 bash scripts/services.sh
+# The Iceberg REST catalog fixture (a Java 17 jar; tests/harness/rest_catalog.sh).
+install_jars "$REST_JARS" "REST catalog"
 if [[ ${FIRN_SKIP_SPARK:-} == 1 ]]; then
     say "FIRN_SKIP_SPARK=1: not installing pyspark and the Spark jars"
 else

@@ -196,6 +196,7 @@ typedef struct firn_catalog_config {
     char *oauth2_server_uri;
     char *scope;
     char *google_credentials_file; /* service-account JSON; NULL = application default */
+    char *project_id;              /* rest: Google project sent as x-goog-user-project (BigLake) */
     char *sigv4_region;
     char *sigv4_service; /* default "execute-api" when auth is sigv4 */
     firn_kvlist headers; /* extra HTTP headers for REST */

@@ -139,3 +139,27 @@ firn_rc firn_catalog_commit(firn_catalog *c,
     FIRN_TRY(check_table(ns, name, err));
     return c->vt->commit(c, ns, name, changes, out, err);
 }
+
+const char *firn_catalog_kind_name(const firn_catalog *c)
+{
+    return c->vt->kind;
+}
+
+firn_rc firn_catalog_commit_transaction(firn_catalog *c,
+                                        const firn_catalog_table_commit *commits,
+                                        size_t n,
+                                        firn_err *err)
+{
+    if (n == 0)
+        return FIRN_OK;
+    for (size_t i = 0; i < n; i++) {
+        FIRN_TRY(check_table(commits[i].ns, commits[i].name, err));
+        if (!commits[i].changes)
+            return firn_err_set(err, FIRN_ERR_INVALID, "no changes for table \"%s.%s\"",
+                                commits[i].ns, commits[i].name);
+    }
+    if (!c->vt->commit_transaction)
+        return firn_err_set(err, FIRN_ERR_UNSUPPORTED,
+                            "the %s catalog cannot commit several tables at once", c->vt->kind);
+    return c->vt->commit_transaction(c, commits, n, err);
+}

@@ -142,6 +142,7 @@ void firn__cfg_destination_free(firn_destination_config *d)
                      &c->oauth2_server_uri,
                      &c->scope,
                      &c->google_credentials_file,
+                     &c->project_id,
                      &c->sigv4_region,
                      &c->sigv4_service,
                      &st->endpoint,

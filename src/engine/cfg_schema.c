@@ -231,6 +231,9 @@ static const cfg_prop p_catalog[] = {
     {"scope", &n_string, DST(catalog.scope), 0, NULL, "rest: OAuth2 scope"},
     {"google_credentials_file", &n_string, DST(catalog.google_credentials_file), 0, NULL,
      "rest with google auth: service-account JSON (default: application default credentials)"},
+    {"project_id", &n_string, DST(catalog.project_id), 0, NULL,
+     "rest: Google Cloud project sent as x-goog-user-project on every catalog request "
+     "(BigLake)"},
     {"sigv4_region", &n_string, DST(catalog.sigv4_region), 0, NULL, NULL},
     {"sigv4_service", &n_string, DST(catalog.sigv4_service), 0, NULL, NULL},
     {"headers", &n_kvmap, DST(catalog.headers), 0, NULL, "rest: extra HTTP headers"},

@@ -81,42 +81,75 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
     return fault(FIRN_FAULT_SOURCE, rc);
 }
 
+/* Where `firn check` writes its probe object: the warehouse when it is a location, else the
+ * probe namespace's location; NULL when neither is known (a REST warehouse name). */
+static char *probe_root(const firn_catalog_config *cc, firn_catalog *cat, const char *ns)
+{
+    const char *wh = cc->warehouse;
+    if (wh && (strstr(wh, "://") || wh[0] == '/'))
+        return firn_strdup(wh);
+    firn_props props;
+    firn_err ignored = {0};
+    char *out = NULL;
+    if (firn_catalog_load_namespace(cat, ns, &props, &ignored) == FIRN_OK) {
+        const char *loc = firn_props_get(&props, "location");
+        out = loc ? firn_strdup(loc) : NULL;
+    }
+    firn_props_deinit(&props);
+    return out;
+}
+
+/* Writes and deletes a small object under root. */
+static firn_rc probe_storage(firn_io *io, const char *root, const char *id, firn_err *err)
+{
+    size_t n = strlen(root);
+    while (n > 0 && root[n - 1] == '/')
+        n--;
+    char probe[4200];
+    snprintf(probe, sizeof(probe), "%.*s/.firn-check-%s", (int)n, root, id);
+    firn_rc rc = firn_io_write_all(io, probe, "firn", 4, err);
+    if (rc == FIRN_OK)
+        rc = firn_io_remove(io, probe, err);
+    if (rc)
+        firn_err_context(err, "while writing a probe object at \"%s\"", probe);
+    return rc;
+}
+
 static firn_rc check_destination(const firn_config *cfg, firn_err *err)
 {
     const firn_catalog_config *cc = &cfg->destination.catalog;
-    if (cc->kind != FIRN_CATALOG_SQL)
-        return fault(FIRN_FAULT_CONFIG,
-                     firn_err_set(err, FIRN_ERR_UNSUPPORTED,
-                                  "destination catalog kind \"rest\" is not available in this "
-                                  "build; use the embedded SQL catalog"));
-    firn_io *io = firn_io_local_new();
+    firn_io *io = NULL;
+    bool io_owned = false;
     firn_catalog *cat = NULL;
-    firn_catalog_sql_opts o = {cc->name, cc->uri, cc->warehouse, io, 0};
-    firn_rc rc = firn_catalog_sql_open(&o, &cat, err);
+    firn_rc rc = firn__engine_open_destination(&cfg->destination, &cat, &io, &io_owned, err);
+    if (rc)
+        return fault(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_DESTINATION, rc);
     uint8_t raw[16];
-    char id[37], probe[4200];
+    char id[37];
     firn_uuid_v4(raw);
     firn_uuid_format(raw, id);
     char ns[64];
     snprintf(ns, sizeof(ns), "firn_check_%.8s", id);
-    if (rc == FIRN_OK)
-        rc = firn_catalog_create_namespace(cat, ns, NULL, err);
+    rc = firn_catalog_create_namespace(cat, ns, NULL, err);
+    char *root = rc == FIRN_OK ? probe_root(cc, cat, ns) : NULL;
     if (rc == FIRN_OK)
         rc = firn_catalog_drop_namespace(cat, ns, err);
-    if (rc == FIRN_OK) {
-        snprintf(probe, sizeof(probe), "%s/.firn-check-%s", cc->warehouse, id);
-        rc = firn_io_write_all(io, probe, "firn", 4, err);
-        if (rc == FIRN_OK)
-            rc = firn_io_remove(io, probe, err);
-    }
+    if (rc == FIRN_OK && root)
+        rc = probe_storage(io, root, id, err);
+    else if (rc == FIRN_OK)
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "warehouse \"%s\" is not a location: storage is checked when tables load",
+                 cc->warehouse ? cc->warehouse : "");
     if (rc)
         firn_err_context(err, "while checking catalog \"%s\" and warehouse \"%s\"",
                          cc->uri ? cc->uri : "", cc->warehouse ? cc->warehouse : "");
     else
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "destination ok: catalog %s, warehouse %s", cc->uri,
-                 cc->warehouse);
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "destination ok: %s catalog %s, warehouse %s",
+                 firn_catalog_kind_name(cat), cc->uri, root ? root : "-");
+    firn_free(root);
+    if (io_owned)
+        firn_io_free(io);
     firn_catalog_free(cat);
-    firn_io_free(io);
     return fault(FIRN_FAULT_DESTINATION, rc);
 }
 

@@ -66,18 +66,9 @@ void firn__engine_note_commit(firn__engine *e, firn__table *t)
 
 static firn_rc open_catalog(firn__engine *e, firn_err *err)
 {
-    const firn_catalog_config *cc = &e->cfg->destination.catalog;
-    if (cc->kind != FIRN_CATALOG_SQL)
-        return fail(FIRN_FAULT_CONFIG,
-                    firn_err_set(err, FIRN_ERR_UNSUPPORTED,
-                                 "destination catalog kind \"rest\" is not available in this "
-                                 "build; use the embedded SQL catalog"));
-    e->io = firn_io_local_new();
-    firn_catalog_sql_opts o = {cc->name, cc->uri, cc->warehouse, e->io, 0};
-    firn_rc rc = firn_catalog_sql_open(&o, &e->catalog, err);
-    if (rc)
-        firn_err_context(err, "while opening catalog \"%s\"", cc->uri ? cc->uri : "");
-    return fail(FIRN_FAULT_DESTINATION, rc);
+    firn_rc rc =
+        firn__engine_open_destination(&e->cfg->destination, &e->catalog, &e->io, &e->io_owned, err);
+    return fail(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_DESTINATION, rc);
 }
 
 static firn_rc open_source(firn__engine *e, firn_err *err)
@@ -178,8 +169,9 @@ static void engine_close(firn__engine *e)
     firn_free(e->tables);
     firn_pg_catalog_free(e->pgcat);
     firn_pg_conn_close(e->sql);
+    if (e->io_owned)
+        firn_io_free(e->io);
     firn_catalog_free(e->catalog);
-    firn_io_free(e->io);
     firn_state_free(&e->state);
     if (e->conninfo) {
         memset(e->conninfo, 0, strlen(e->conninfo)); /* holds the password */

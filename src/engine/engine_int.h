@@ -225,7 +225,8 @@ struct firn__engine {
     const firn_config *cfg;
     const firn_sync_options *opts;
     firn_state state; /* the engine's copy, saved after commits */
-    firn_io *io;
+    firn_io *io;      /* owned when io_owned, else the catalog's */
+    bool io_owned;
     firn_catalog *catalog;
     firn_pg_conn_config conn;
     char *conninfo; /* secret inside: never logged */
@@ -359,6 +360,16 @@ firn_fault firn__entry_fault(void);
 /** TEST-ONLY (eng_fault.c): kills the process with SIGKILL when FIRN_TEST_CRASH names this
  * point and its count is reached ("after-upload:3": the third time). Thread-safe. */
 void firn__fault_point(const char *name);
+
+/** Opens the destination catalog (SQL or REST, with its authentication) and the FileIO for
+ * table files: for REST the catalog's own FileIO (vended credentials; *out_io_owned false),
+ * for SQL one chosen by the warehouse scheme (file://, s3://, gs://; owned). On error nothing is
+ * left open. Errors of the catalog and FileIO constructors, with context. */
+FIRN_MUST_CHECK firn_rc firn__engine_open_destination(const firn_destination_config *d,
+                                                      firn_catalog **out_catalog,
+                                                      firn_io **out_io,
+                                                      bool *out_io_owned,
+                                                      firn_err *err);
 
 /** Saves the engine's state copy to the state file (no-op without a state path). */
 FIRN_MUST_CHECK firn_rc firn__engine_save_state(firn__engine *e, firn_err *err);

@@ -229,20 +229,24 @@ def firn_job(pg, firn_bin, tmp_path):
 
     jobs = []
 
-    def make(streams, mode="full_refresh_cdc", setup=()):
-        name = "fj_" + uuid.uuid4().hex[:10]
-        with pg.connect() as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        job = FirnJob(firn_bin, pg, name, tmp_path / f"job-{len(jobs)}", list(streams), mode)
+    def make(streams, mode="full_refresh_cdc", setup=(), database=None, **job_args):
+        """database: sync an existing database (of an earlier job) instead of a new one."""
+        name = database or "fj_" + uuid.uuid4().hex[:10]
+        if database is None:
+            with pg.connect() as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        job = FirnJob(firn_bin, pg, name, tmp_path / f"job-{len(jobs)}", list(streams), mode,
+                      **job_args)
         jobs.append(job)
         if setup:
             job.sql(*setup)
         return job
 
     yield make
-    for job in jobs:
-        try:
+    try:
+        for job in jobs:
             job.drop()
-        finally:
-            with pg.connect() as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{job.dbname}" WITH (FORCE)')
+    finally:
+        with pg.connect() as conn:
+            for name in dict.fromkeys(job.dbname for job in jobs):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

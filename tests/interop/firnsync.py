@@ -42,17 +42,27 @@ class FirnJob:
     commit_interval_s: int = 600
     # more destination.json keys (readers, format_version, metadata_columns...)
     destination_extra: dict = field(default_factory=dict)
+    # another destination than the job's own SQL catalog: the "catalog" object of
+    # destination.json, an optional "storage" object, and what `loc` returns (an object with
+    # pyiceberg() and metadata_location(table), e.g. rest_fixtures.RestCatalogLoc)
+    catalog: dict | None = None
+    storage: dict | None = None
+    catalog_loc: Any = None
+    namespace: str = NAMESPACE
+    slot_suffix: str = ""  # several jobs on one database need their own slots
 
     @property
     def loc(self) -> SqlCatalogLoc:
+        if self.catalog_loc is not None:
+            return self.catalog_loc
         return SqlCatalogLoc(self.workdir / "catalog.db", self.workdir / "warehouse", "firn")
 
     @property
     def slot(self) -> str:
-        return f"firn_{self.dbname}"
+        return f"firn_{self.dbname}{self.slot_suffix}"
 
     def table(self, name: str) -> str:
-        return f"{NAMESPACE}.{name}"
+        return f"{self.namespace}.{name}"
 
     def connect(self, **kwargs):
         """A psycopg connection to the source database (autocommit)."""
@@ -92,17 +102,25 @@ class FirnJob:
                   "slot": self.slot, "publication": self.slot, "create_slot": True,
                   "create_publication": True, "default_mode": self.mode,
                   "initial_wait_seconds": 0, "parallelism": 2}
-        destination = {"catalog": {"type": "sql", "name": "firn",
+        catalog = self.catalog or {"type": "sql", "name": "firn",
                                    "uri": f"sqlite:///{self.loc.db}",
-                                   "warehouse": self.loc.warehouse_uri},
-                       "namespace": NAMESPACE,
+                                   "warehouse": self.loc.warehouse_uri}
+        destination = {"catalog": catalog, "namespace": self.namespace,
                        "commit": {"interval_seconds": self.commit_interval_s},
                        "log": "info", **self.destination_extra}
+        if self.storage:
+            destination["storage"] = self.storage
         streams = {"selected_streams": {"public": self.streams}}
         for key, doc in (("source", source), ("destination", destination),
                          ("streams", streams)):
             paths[key].write_text(json.dumps(doc, indent=1))
         return paths
+
+    def sync_command(self) -> list[str]:
+        """The `firn sync` command line of this job (writes the config files)."""
+        p = self.write_configs()
+        return [str(self.firn_bin), "sync", "--source", str(p["source"]), "--destination",
+                str(p["destination"]), "--streams", str(p["streams"]), "--state", str(p["state"])]
 
     def sync(self, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess:
         """One catch-up `firn sync` run (backfill when due, then the WAL up to its start);

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Drives firn's SQL catalog for the interop tests (tests/interop/test_catalog_*.py):
+/* Drives firn's SQL or REST catalog for the interop tests (tests/interop/test_catalog_*.py):
  *   catalog_tool <catalog-name> <db-uri> <warehouse> <command> [args...]
+ * A db-uri starting with http:// or https:// opens the REST catalog at that URL (environment:
+ * FIRN_REST_PAGE_SIZE pages listings, FIRN_REST_TOKEN sends a bearer token).
  * commands: create-namespace <ns> [k=v...] | list-namespaces [parent] | ns-props <ns> |
  *   create-table <ns> <name> <schema.json> [--spec f] [--sort f] [--location l] [k=v...] |
  *   evolve <ns> <name> <target-schema.json> | set-props <ns> <name> [k=v...] |
  *   show <ns> <name> | list-tables <ns> | drop-table <ns> <name> |
- *   hammer <ns> <name> <writer> <count>  (count property commits, retried on conflict)
+ *   hammer <ns> <name> <writer> <count>  (count property commits, retried on conflict) |
+ *   ns-exists <ns> | table-exists <ns> <name> | drop-namespace <ns> |
+ *   update-ns <ns> [k=v...] [-k...] | tx-props <ns> <name1> <name2> [k=v...] (one atomic
+ *   commit setting the properties on both tables)
  * Output: JSON on stdout; errors on stderr with exit status 1. */
 #include "firn/catalog.h"
 
@@ -200,6 +205,69 @@ static void build_props(const firn_table_metadata *md, firn_table_changes *c, vo
         firn_table_changes_set_property(c, p->keys[i], p->vals[i]);
 }
 
+static void print_bool(bool b)
+{
+    printf("%s\n", b ? "true" : "false");
+}
+
+/* tx-props: both tables in one multi-table commit. */
+static int cmd_tx_props(firn_catalog *cat, int argc, char **argv)
+{
+    firn_err err = {0};
+    firn_props props;
+    firn_props_init(&props);
+    kv_args(argc - 3, argv + 3, &props);
+    firn_catalog_table cur[2];
+    firn_table_changes ch[2];
+    firn_catalog_table_commit commits[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(firn_catalog_load_table(cat, argv[0], argv[1 + i], &cur[i], &err));
+        firn_table_changes_init(&ch[i]);
+        build_props(cur[i].metadata, &ch[i], &props);
+        commits[i] = (firn_catalog_table_commit){argv[0], argv[1 + i], &ch[i]};
+    }
+    CHECK(firn_catalog_commit_transaction(cat, commits, 2, &err));
+    for (int i = 0; i < 2; i++) {
+        firn_table_changes_deinit(&ch[i]);
+        firn_catalog_table_deinit(&cur[i]);
+    }
+    firn_props_deinit(&props);
+    return 0;
+}
+
+static int run_more(firn_catalog *cat, const char *cmd, int argc, char **argv)
+{
+    firn_err err = {0};
+    bool b = false;
+    if (strcmp(cmd, "ns-exists") == 0 && argc == 1) {
+        CHECK(firn_catalog_namespace_exists(cat, argv[0], &b, &err));
+        print_bool(b);
+    } else if (strcmp(cmd, "table-exists") == 0 && argc == 2) {
+        CHECK(firn_catalog_table_exists(cat, argv[0], argv[1], &b, &err));
+        print_bool(b);
+    } else if (strcmp(cmd, "drop-namespace") == 0 && argc == 1) {
+        CHECK(firn_catalog_drop_namespace(cat, argv[0], &err));
+    } else if (strcmp(cmd, "update-ns") == 0 && argc >= 1) {
+        firn_props props;
+        firn_props_init(&props);
+        const char *removals[64];
+        size_t n_rem = 0;
+        for (int i = 1; i < argc; i++) {
+            if (argv[i][0] == '-' && n_rem < 64)
+                removals[n_rem++] = argv[i] + 1;
+            else
+                kv_args(1, argv + i, &props);
+        }
+        CHECK(firn_catalog_update_namespace(cat, argv[0], &props, removals, n_rem, &err));
+        firn_props_deinit(&props);
+    } else if (strcmp(cmd, "tx-props") == 0 && argc >= 3) {
+        return cmd_tx_props(cat, argc, argv);
+    } else {
+        return 2;
+    }
+    return 0;
+}
+
 static int run(firn_catalog *cat, const char *cmd, int argc, char **argv)
 {
     firn_err err = {0};
@@ -256,7 +324,7 @@ static int run(firn_catalog *cat, const char *cmd, int argc, char **argv)
         }
         printf("{\"commits\":%d,\"retries\":%d}\n", n, retries);
     } else {
-        return 2;
+        return run_more(cat, cmd, argc, argv);
     }
     firn_props_deinit(&props);
     return 0;
@@ -271,8 +339,26 @@ int main(int argc, char **argv)
     srand((unsigned)(firn_now_us() ^ (int64_t)getpid()));
     firn_err err = {0};
     firn_catalog *cat = NULL;
-    firn_catalog_sql_opts opts = {.name = argv[1], .uri = argv[2], .warehouse = argv[3]};
-    CHECK(firn_catalog_sql_open(&opts, &cat, &err));
+    if (strncmp(argv[2], "http://", 7) == 0 || strncmp(argv[2], "https://", 8) == 0) {
+        firn_props props;
+        firn_props_init(&props);
+        const char *page = getenv("FIRN_REST_PAGE_SIZE");
+        if (page)
+            firn_props_set(&props, "rest-page-size", page);
+        const char *token = getenv("FIRN_REST_TOKEN");
+        firn_cred *cred = token ? firn_cred_bearer_new(token) : NULL;
+        firn_catalog_rest_opts ro = {.name = argv[1],
+                                     .uri = argv[2],
+                                     .warehouse = argv[3][0] ? argv[3] : NULL,
+                                     .properties = &props,
+                                     .cred = cred};
+        CHECK(firn_catalog_rest_open(&ro, &cat, &err));
+        firn_cred_unref(cred);
+        firn_props_deinit(&props);
+    } else {
+        firn_catalog_sql_opts opts = {.name = argv[1], .uri = argv[2], .warehouse = argv[3]};
+        CHECK(firn_catalog_sql_open(&opts, &cat, &err));
+    }
     int rc = run(cat, argv[4], argc - 5, argv + 5);
     if (rc == 2)
         fprintf(stderr, "bad command or arguments: %s\n", argv[4]);
