@@ -401,6 +401,25 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     return rc;
 }
 
+/* flush_upsert, and for a v3 table whose commit found a DV it did not merge (another writer
+ * deleted rows of a file since the index was loaded; the producer refuses rather than lose
+ * them): reload the table, rebuild the index and deleted rows from the DVs now live, and flush
+ * the same buffer once more. */
+static firn_rc
+flush_upsert_dv(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
+{
+    firn_rc rc = flush_upsert(t, lsn, extra, err);
+    if (!t->dv || (rc != FIRN_ERR_EXISTS && rc != FIRN_ERR_NOT_FOUND))
+        return rc;
+    FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": %s; reloading its deletion vectors",
+             t->display, err ? err->msg : firn_rc_message(rc));
+    firn_err_clear(err);
+    FIRN_TRY(reload(t, err));
+    firn__table_reset_index(t);
+    FIRN_TRY(firn__table_rebuild_index(t, err));
+    return flush_upsert(t, lsn, extra, err);
+}
+
 static firn_rc flush_append(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     flush_out o = {0};
@@ -428,7 +447,7 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
 {
     if (firn_batch_rows(t->buf) == 0)
         return FIRN_OK;
-    firn_rc rc = t->upsert ? flush_upsert(t, lsn, extra, err) : flush_append(t, lsn, extra, err);
+    firn_rc rc = t->upsert ? flush_upsert_dv(t, lsn, extra, err) : flush_append(t, lsn, extra, err);
     if (rc == FIRN_OK) {
         firn_batch_reset(t->buf);
         firn__engine_note_commit(t->eng, t);

@@ -116,3 +116,53 @@ def test_spark_v3_table_extended_by_firn(firn_job, spark):
     want = job.source_raw("SELECT id, v, n FROM items")
     assert_readers_agree(spark, loc, table, want, COLS, position_deletes=True)
     check_dvs_agree(spark, loc, table)
+
+
+def test_foreign_dv_while_firn_follows(firn_job, spark):
+    """Spark commits a DV on a file while `firn sync --follow` holds an older view of it: firn's
+    commit must not drop Spark's deletes. The producer refuses the commit (a DV it did not
+    merge), firn reloads the table's DVs and commits the same changes again."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    job = firn_job([{"stream_name": "items"}], setup=(
+        "CREATE TABLE items (id bigint PRIMARY KEY, v text, n int)",
+        "INSERT INTO items SELECT g, 'v' || g, g % 7 FROM generate_series(1, 100) g"))
+    job.destination_extra = dict(V3)
+    job.commit_interval_s = 1
+    loc, table = job.loc, job.table("items")
+    job.sync()
+    paths = job.write_configs()
+    log_path = job.workdir / "follow.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(job.firn_bin), "sync", "--follow", "--source", str(paths["source"]),
+             "--destination", str(paths["destination"]), "--streams", str(paths["streams"]),
+             "--state", str(paths["state"])], stdout=log, stderr=subprocess.STDOUT,
+            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"))
+    try:
+        deadline = time.monotonic() + 60
+        while b"key index loaded" not in log_path.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+        time.sleep(1)
+        spark.sql(loc, f"DELETE FROM {loc.name}.{table} WHERE id IN (20, 21)")
+        job.sql("DELETE FROM items WHERE id IN (20, 21)",
+                "UPDATE items SET v = 'after-spark' WHERE id IN (22, 60)")
+        want = job.source_rows("SELECT id, v, n FROM items")
+        deadline = time.monotonic() + 60
+        while True:
+            tbl = loc.pyiceberg().load_table(table)
+            if tbl.current_snapshot().summary.additional_properties.get("engine-name") == "firn" \
+                    and "reloading its deletion vectors" in log_path.read_text():
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    assert rc == 0, log_path.read_text()[-3000:]
+    assert_readers_agree(spark, loc, table, want, COLS, position_deletes=True)
+    check_dvs_agree(spark, loc, table)
