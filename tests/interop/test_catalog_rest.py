@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,36 @@ def test_tables_and_commits(rest_catalog, catalog_tool, tmp_path):
     assert not py.table_exists(f"{ns}.c")
     p = tool(catalog_tool, loc, "drop-namespace", ns, check=False)
     assert p.returncode == 1 and "FIRN_ERR_INVALID" in p.stderr and "not empty" in p.stderr
+
+
+def firn_check(firn_bin, tmp_path, catalog: dict, storage: dict | None = None):
+    dest = {"catalog": catalog}
+    if storage:
+        dest["storage"] = storage
+    path = tmp_path / f"destination-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps(dest))
+    return subprocess.run([str(firn_bin), "check", "--destination", str(path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_firn_check(firn_bin, rest_catalog, rest_catalog_s3, tmp_path):
+    # file:// warehouse: the probe object goes to the warehouse folder and is removed again
+    wh = Path(rest_catalog.warehouse[len("file://"):])
+    before = set(wh.iterdir())
+    p = firn_check(firn_bin, tmp_path, rest_catalog.firn_catalog(warehouse=rest_catalog.warehouse))
+    assert p.returncode == 0, p.stderr
+    assert "destination ok: rest catalog" in p.stderr, p.stderr
+    assert set(wh.iterdir()) == before
+    assert not [n for n in rest_catalog.pyiceberg().list_namespaces()
+                if n[0].startswith("firn_check_")]
+    # s3:// warehouse with the storage settings of destination.json
+    s3 = rest_catalog_s3
+    p = firn_check(firn_bin, tmp_path, s3.firn_catalog(warehouse=s3.warehouse), s3.firn_storage())
+    assert p.returncode == 0, p.stderr
+    # wrong keys: the probe object cannot be written, and the message says where
+    bad = dict(s3.firn_storage(), secret_access_key="wrong")
+    p = firn_check(firn_bin, tmp_path, s3.firn_catalog(warehouse=s3.warehouse), bad)
+    assert p.returncode != 0 and ".firn-check-" in p.stderr and "403" in p.stderr, p.stderr
+    # no catalog there
+    p = firn_check(firn_bin, tmp_path, {"type": "rest", "uri": "http://127.0.0.1:9/x"})
+    assert p.returncode != 0 and "http://127.0.0.1:9/x" in p.stderr, p.stderr
