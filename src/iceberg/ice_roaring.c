@@ -61,8 +61,12 @@ static size_t find(const firn_bitmap64 *b, uint64_t key, bool *found)
 
 static container *get_or_insert(firn_bitmap64 *b, uint64_t key)
 {
-    bool found;
-    size_t i = find(b, key, &found);
+    bool found = false;
+    size_t i = b->n; /* positions mostly arrive in ascending order: try the end first */
+    if (b->n == 0 || b->c[b->n - 1].key < key)
+        found = false;
+    else
+        i = find(b, key, &found);
     if (found)
         return &b->c[i];
     if (b->n == b->cap) {
