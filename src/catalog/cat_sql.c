@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define METADATA_MAX_BYTES (64u * 1024u * 1024u)
 #define PATH_MAX_BYTES     4096
@@ -716,6 +717,23 @@ static firn_rc init_schema(sql_catalog *c, firn_err *err)
     return FIRN_OK;
 }
 
+/* Creates the folders above the database file (like the warehouse, they need not exist yet). */
+static void make_parent_dirs(const char *path)
+{
+    char dir[4096];
+    size_t len = strlen(path);
+    if (len >= sizeof(dir))
+        return; /* sqlite3_open_v2 reports the path */
+    memcpy(dir, path, len + 1);
+    for (char *s = dir + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        (void)mkdir(dir, 0755); /* an error surfaces when SQLite opens the file */
+        *s = '/';
+    }
+}
+
 firn_rc firn_catalog_sql_open(const firn_catalog_sql_opts *opts, firn_catalog **out, firn_err *err)
 {
     const char *path = NULL;
@@ -732,6 +750,7 @@ firn_rc firn_catalog_sql_open(const firn_catalog_sql_opts *opts, firn_catalog **
     }
     c->io = opts->io ? opts->io : firn_io_local_new();
     c->own_io = opts->io == NULL;
+    make_parent_dirs(path);
     int src = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     firn_rc rc = FIRN_OK;
     if (src != SQLITE_OK)

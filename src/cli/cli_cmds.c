@@ -120,14 +120,23 @@ int firn__cli_discover(const cli_cmd *cmd, cli_opts *o)
 {
     if (!o->source)
         return firn__cli_usage_error(cmd, "missing --source FILE");
-    firn_config_paths paths = {o->source, o->destination, o->streams, NULL};
-    firn_config cfg = {0};
-    int code = load(cmd, o, &paths, &cfg);
-    if (code)
-        return code;
     char *out = o->output
                     ? firn_strdup(o->output)
                     : (o->streams ? firn_strdup(o->streams) : sibling(o->source, "streams.json"));
+    /* An existing streams file at the output keeps its selections and options: a second
+     * discover never throws away what the user edited. */
+    const char *keep = o->streams;
+    if (!keep && access(out, F_OK) == 0) {
+        keep = out;
+        fprintf(stderr, "discover: keeping the selections and options of %s\n", out);
+    }
+    firn_config_paths paths = {o->source, o->destination, keep, NULL};
+    firn_config cfg = {0};
+    int code = load(cmd, o, &paths, &cfg);
+    if (code) {
+        firn_free(out);
+        return code;
+    }
     firn_err err = {0};
     firn_rc rc = firn_engine_discover(&cfg, out, &err);
     if (rc == FIRN_OK) {

@@ -175,6 +175,17 @@ static void describe_stream(firn_stream_config *st,
     st->name = firn_strdup(t->name);
     st->selected = old ? old->selected : !cfg->has_streams;
     st->sync_mode = old ? old->sync_mode : cfg->source.default_mode;
+    bool cdc_mode =
+        st->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || st->sync_mode == FIRN_SYNC_CDC_ONLY;
+    if (!old && cdc_mode &&
+        (t->replica_identity == 'n' || (t->replica_identity == 'd' && !t->has_primary_key))) {
+        /* CDC would need a replica identity: offer the table as full refresh instead. */
+        st->sync_mode = FIRN_SYNC_FULL_REFRESH;
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table %s has no primary key or replica identity: listed as full_refresh (add "
+                 "one, or REPLICA IDENTITY FULL, for CDC)",
+                 t->qualified);
+    }
     st->append_mode = old ? old->append_mode : t->n_key == 0;
     st->sync_new_columns = old ? old->sync_new_columns : true;
     for (size_t k = 0; k < t->n_key; k++)

@@ -328,9 +328,29 @@ static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
     return fail(FIRN_FAULT_SOURCE, rc);
 }
 
+/* Before any side effect on the source: a table whose updates cannot be replicated must not
+ * enter a publication (PostgreSQL would then refuse the application's UPDATEs on it). */
+static firn_rc check_replica_identity(firn__engine *e, firn_err *err)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn_pg_table *pg = e->tables[i]->pg;
+        if (!e->tables[i]->cdc)
+            continue;
+        if (pg->replica_identity == 'n' || (pg->replica_identity == 'd' && !pg->has_primary_key))
+            return firn_err_set(err, FIRN_ERR_CONFIG,
+                                "table %s has no primary key or replica identity, so CDC cannot "
+                                "carry its updates and deletes; add a primary key, run ALTER "
+                                "TABLE %s REPLICA IDENTITY FULL, or sync it with full_refresh or "
+                                "incremental",
+                                pg->qualified, pg->qualified);
+    }
+    return FIRN_OK;
+}
+
 static firn_rc run_cdc(firn__engine *e, firn_err *err)
 {
     const firn_source_config *src = &e->cfg->source;
+    FIRN_TRY(fail(FIRN_FAULT_SOURCE, check_replica_identity(e, err)));
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, ensure_publication(e, err)));
     const char *pubs[1] = {src->publication};
     firn_pgo_config pc = {0};
