@@ -13,7 +13,6 @@
 #define NEXT_TIMEOUT_MS    200
 #define CATCHUP_PROBE_MS   300 /* idle time before asking the server how far it decoded */
 #define CATCHUP_GIVE_UP_MS 60000
-#define CATCHUP_QUIET_MS   2000 /* when the walsender's position is not visible */
 
 /* A relation of the stream mapped onto a synced table. */
 typedef struct rel_map {
@@ -102,6 +101,27 @@ static bool text_decodes_as(uint32_t from, uint32_t to)
 
 /* True when the table keeps a column the source no longer has (dropped since; DESIGN.md
  * "Schema evolution"): its values in changes from before the drop are not written. */
+/* Whether the source table has column `name` today (catalog query, for Relation messages of
+ * older WAL). */
+static firn_rc
+column_exists_now(cdc *c, const firn__table *t, const char *name, bool *out, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(c->e->sql);
+    const char *params[2] = {t->pg->qualified, name};
+    PGresult *r = PQexecParams(pq,
+                               "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass "
+                               "AND attname = $2 AND attnum > 0 AND NOT attisdropped",
+                               2, NULL, params, NULL, NULL, 0);
+    firn_rc rc = FIRN_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up column \"%s\" of %s: %s", name,
+                          t->pg->qualified, PQerrorMessage(pq));
+    else
+        *out = strcmp(PQgetvalue(r, 0, 0), "0") != 0;
+    PQclear(r);
+    return rc;
+}
+
 static bool dropped_column(const firn__table *t, const char *name)
 {
     for (size_t i = t->pg->n_columns; i < t->schema->n_children; i++) {
@@ -139,6 +159,16 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
         m->batch_col[i] = idx;
         if (idx < 0 && dropped_column(m->table, rel->cols[i].name))
             continue;
+        bool exists = true;
+        if (idx < 0)
+            FIRN_TRY(column_exists_now(c, m->table, rel->cols[i].name, &exists, err));
+        if (idx < 0 && !exists) {
+            /* Added and dropped again before this run: never part of the table. */
+            FIRN_LOG(FIRN_LOG_DEBUG, "engine",
+                     "column \"%s\" of \"%s.%s\" no longer exists: skipped", rel->cols[i].name,
+                     rel->nspname, rel->relname);
+            continue;
+        }
         if (idx < 0)
             return firn_err_set(err, FIRN_ERR_SCHEMA,
                                 "column \"%s\" was added to source table \"%s.%s\" while "
@@ -265,6 +295,10 @@ static firn_rc fetch_unchanged(cdc *c,
     for (uint16_t i = 0; rc == FIRN_OK && i < tup->n_cols; i++) {
         if (tup->cols[i].kind != FIRN_PGO_COL_UNCHANGED)
             continue;
+        if (m->batch_col[i] < 0) { /* dropped from the source since */
+            field++;
+            continue;
+        }
         const firn_pg_column *pc = &t->pg->columns[m->batch_col[i]];
         if (PQntuples(res) == 0 || PQgetisnull(res, 0, field)) {
             firn_column_append_null(cols[i]);
@@ -499,14 +533,10 @@ static firn_rc sent_lsn(cdc *c, uint64_t *out, firn_err *err)
         return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);
     char sql[512], text[64];
     snprintf(sql, sizeof(sql),
-             "SELECT coalesce(r.sent_lsn::text, '') FROM pg_replication_slots s "
+             "SELECT coalesce(r.sent_lsn, '0/0')::text FROM pg_replication_slots s "
              "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = '%s'",
              slot);
     FIRN_TRY(firn_pg_conn_query_value(c->e->sql, sql, text, sizeof(text), err));
-    if (text[0] == '\0') {
-        *out = UINT64_MAX; /* hidden: the role lacks pg_read_all_stats */
-        return FIRN_OK;
-    }
     return firn_lsn_parse(text, out, err);
 }
 
@@ -527,13 +557,6 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
         return FIRN_OK;
     uint64_t sent = 0;
     FIRN_TRY(sent_lsn(c, &sent, err));
-    if (sent == UINT64_MAX) {
-        /* Without pg_read_all_stats the server hides how far it decoded: everything committed
-         * before the start reaches us within the WAL writer's delay, so a quiet stream for
-         * CATCHUP_QUIET_MS means caught up. */
-        *out = idle_ms >= CATCHUP_QUIET_MS;
-        return FIRN_OK;
-    }
     if (sent >= c->target_lsn) {
         *out = true;
     } else if (idle_ms >= CATCHUP_GIVE_UP_MS) {

@@ -300,6 +300,32 @@ static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
 
 /* True when some table's initial copy is pending; warns about the append-mode ones that a
  * copy outside the slot's snapshot may duplicate changes in. */
+/* The slot is gone but tables already hold streamed changes: what happened between their
+ * position and a new slot is no longer in the WAL. Copy those tables again in the new slot's
+ * snapshot (never resume silently at the new slot's position). */
+static firn_rc recopy_after_lost_slot(firn__engine *e, firn_err *err)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (!t->cdc || t->needs_backfill || t->committed_lsn == 0)
+            continue;
+        if (t->stream->sync_mode == FIRN_SYNC_CDC_ONLY)
+            return firn_err_set(err, FIRN_ERR_NOT_FOUND,
+                                "replication slot \"%s\" does not exist, but table \"%s\" holds "
+                                "changes up to %X/%X and the changes since are lost; sync it with "
+                                "full_refresh_cdc to copy it again",
+                                e->cfg->source.slot, t->display, (unsigned)(t->committed_lsn >> 32),
+                                (unsigned)t->committed_lsn);
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "replication slot \"%s\" is missing while table \"%s\" holds changes up to "
+                 "%X/%X: copying it again in the snapshot of a new slot",
+                 e->cfg->source.slot, t->display, (unsigned)(t->committed_lsn >> 32),
+                 (unsigned)t->committed_lsn);
+        firn__table_restart_backfill(t);
+    }
+    return FIRN_OK;
+}
+
 static bool pending_backfill(const firn__engine *e)
 {
     bool pending = false;
@@ -375,6 +401,8 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
         rc = firn_pgo_stream_preflight(s, tabs, n, !have_slot && src->create_slot, NULL, err);
     if (rc == FIRN_OK)
         rc = drop_unused_slot(e, &have_slot, err);
+    if (rc == FIRN_OK && !have_slot)
+        rc = recopy_after_lost_slot(e, err);
     if (rc == FIRN_OK && !have_slot) {
         char *snapshot = NULL;
         uint64_t consistent = 0;
