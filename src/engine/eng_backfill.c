@@ -74,16 +74,19 @@ static firn__table *table_of(firn__engine *e, const firn_pg_table *pg)
     return NULL;
 }
 
-/* Files written for one batch, moved into the table's pending list under its lock. */
-static void adopt_files(firn__table *t,
-                        firn_data_file *files,
-                        size_t n,
-                        const firn__rowloc *locs,
-                        firn_batch *b,
-                        uint32_t chunk_id)
+/* Files written for one batch, moved into the table's pending list under its lock; their keys
+ * go to the index (new keys: the copy reads each row once). */
+static firn_rc adopt_files(firn__table *t,
+                           firn_data_file *files,
+                           size_t n,
+                           const firn__rowloc *locs,
+                           firn_batch *b,
+                           uint32_t chunk_id,
+                           firn_err *err)
 {
     uint32_t ords[64];
     uint32_t *ord = n <= 64 ? ords : firn_calloc(n, sizeof(uint32_t));
+    firn_rc rc = FIRN_OK;
     pthread_mutex_lock(&t->mu);
     t->pending = firn_reallocarray(t->pending, t->n_pending + n, sizeof(*t->pending));
     for (size_t i = 0; i < n; i++) {
@@ -98,12 +101,13 @@ static void adopt_files(firn__table *t,
     if (t->upsert) {
         firn_buf key;
         firn_buf_init(&key, 1 << 20);
-        for (size_t r = 0; r < firn_batch_rows(b); r++) {
+        for (size_t r = 0; r < firn_batch_rows(b) && rc == FIRN_OK; r++) {
             firn_buf_reset(&key);
             if (firn_batch_key_encode(b, r, t->key_cols, t->n_key, &key))
                 continue;
             firn__pkloc loc = {ord[locs[r].file], locs[r].pos};
-            firn__pkindex_put(t->index, key.data, key.len, loc);
+            rc = firn__pkindex_set(t->index, firn__pkindex_key(t->index, key.data, key.len), loc,
+                                   false, err);
         }
         firn_buf_deinit(&key);
     }
@@ -111,6 +115,7 @@ static void adopt_files(firn__table *t,
     pthread_mutex_unlock(&t->mu);
     if (ord != ords)
         firn_free(ord);
+    return rc;
 }
 
 static bool streamed(const firn__table *t)
@@ -138,7 +143,7 @@ write_batch_files(firn__table *t, const firn_pg_chunk *chunk, firn_batch *batch,
     firn__rowloc *locs = t->upsert ? firn_calloc(rows ? rows : 1, sizeof(*locs)) : NULL;
     firn_rc rc = firn__write_data_files(&w, batch, NULL, 0, &files, &n_files, locs, err);
     if (rc == FIRN_OK) {
-        adopt_files(t, files, n_files, locs, batch, chunk->id);
+        rc = adopt_files(t, files, n_files, locs, batch, chunk->id, err);
         firn__fault_point("backfill-batch");
     } else {
         for (size_t i = 0; i < n_files; i++)
@@ -258,7 +263,10 @@ static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *er
             for (int64_t pos = 0; t->upsert && pos < files[i].record_count; pos++, row++) {
                 uint32_t start = row ? o->key_end[row - 1] : 0;
                 firn__pkloc loc = {ord, (uint32_t)pos};
-                firn__pkindex_put(t->index, o->keys.data + start, o->key_end[row] - start, loc);
+                firn__pkkey k =
+                    firn__pkindex_key(t->index, o->keys.data + start, o->key_end[row] - start);
+                if (rc == FIRN_OK) /* new keys: the copy reads each row once */
+                    rc = firn__pkindex_set(t->index, k, loc, false, err);
             }
             t->pending[t->n_pending] = files[i];
             t->pending[t->n_pending].sort_order_id = (int32_t)chunk->id;
@@ -307,6 +315,8 @@ static firn_rc reset_index(firn__table *t, firn_err *err)
 
 static firn_rc commit_backfill(firn__table *t, uint64_t lsn_after, firn_err *err)
 {
+    if (t->upsert && t->index)
+        FIRN_TRY(firn__pkindex_bulk(t->index, false, err)); /* one run for the whole copy */
     for (size_t i = 0; i < t->n_pending; i++)
         t->pending[i].sort_order_id = 0;
     firn_summary extra;
@@ -368,6 +378,10 @@ firn_rc firn__backfill_run(
         goto out;
     FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections", n,
              firn_pg_plan_chunks(plan), (int)e->cfg->source.parallelism);
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (e->tables[i]->needs_backfill && e->tables[i]->upsert && e->tables[i]->index)
+            rc = firn__pkindex_bulk(e->tables[i]->index, true, err);
+    }
     bf_ctx ctx = {0};
     ctx.e = e;
     ctx.start_ns = firn_monotonic_ns();

@@ -293,6 +293,9 @@ typedef struct flush_out {
     firn__rowloc *locs;
     firn__posdel *dels;
     size_t n_dels;
+    firn__pkkey *keys; /* fingerprint of each folded key */
+    firn__pkloc *old;  /* its live row before the flush, when present */
+    bool *present;
 } flush_out;
 
 static void flush_out_free(flush_out *o)
@@ -302,44 +305,59 @@ static void flush_out_free(flush_out *o)
     firn_free(o->files);
     firn_free(o->locs);
     firn_free(o->dels);
+    firn_free(o->keys);
+    firn_free(o->old);
+    firn_free(o->present);
 }
 
-/* Position deletes for every folded key that has a live row in the table. */
-static void collect_deletes(firn__table *t, const firn__fold *f, flush_out *o)
+/* Position deletes for every folded key that has a live row in the table (one batch lookup). */
+static firn_rc collect_deletes(firn__table *t, const firn__fold *f, flush_out *o, firn_err *err)
 {
-    o->dels = firn_calloc(f->n_keys ? f->n_keys : 1, sizeof(*o->dels));
+    size_t n = f->n_keys ? f->n_keys : 1;
+    o->dels = firn_calloc(n, sizeof(*o->dels));
+    o->keys = firn_calloc(n, sizeof(*o->keys));
+    o->old = firn_calloc(n, sizeof(*o->old));
+    o->present = firn_calloc(n, sizeof(*o->present));
     for (size_t k = 0; k < f->n_keys; k++) {
-        firn__pkloc loc;
         const uint8_t *key = f->keys.data + f->key_offsets[k];
         size_t len = f->key_offsets[k + 1] - f->key_offsets[k];
-        if (!firn__pkindex_get(t->index, key, len, &loc))
+        o->keys[k] = firn__pkindex_key(t->index, key, len);
+    }
+    FIRN_TRY(firn__pkindex_lookup(t->index, o->keys, f->n_keys, o->old, o->present, err));
+    for (size_t k = 0; k < f->n_keys; k++) {
+        if (!o->present[k])
             continue;
         firn__posdel *d = &o->dels[o->n_dels++];
-        d->path = firn__pkindex_file(t->index, loc.file);
-        d->pos = loc.pos;
-        d->group = loc.file;
+        d->path = firn__pkindex_file(t->index, o->old[k].file);
+        d->pos = o->old[k].pos;
+        d->group = o->old[k].file;
     }
+    return FIRN_OK;
 }
 
-/* After the commit: deleted keys leave the index, upserted keys point at their new rows. */
-static void update_index(firn__table *t, const firn__fold *f, const flush_out *o)
+/* After the commit: deleted keys leave the index, upserted keys point at their new rows. A
+ * failure here leaves the index behind the table: the caller stops, and the next start
+ * rebuilds it. */
+static firn_rc update_index(firn__table *t, const firn__fold *f, const flush_out *o, firn_err *err)
 {
     uint32_t *ords = firn_calloc(o->n_files ? o->n_files : 1, sizeof(uint32_t));
     for (size_t i = 0; i < o->n_files; i++) {
         if (o->files[i].content == FIRN_CONTENT_DATA)
             ords[i] = firn__table_add_file(t, &o->files[i]);
     }
-    for (size_t k = 0; k < f->n_keys; k++) {
-        const uint8_t *key = f->keys.data + f->key_offsets[k];
-        size_t len = f->key_offsets[k + 1] - f->key_offsets[k];
+    firn_rc rc = FIRN_OK;
+    for (size_t k = 0; k < f->n_keys && rc == FIRN_OK; k++) {
         if (k >= f->n_upserts) {
-            firn__pkindex_remove(t->index, key, len);
+            rc = firn__pkindex_unset(t->index, o->keys[k], o->present[k], err);
             continue;
         }
         firn__pkloc loc = {ords[o->locs[k].file], o->locs[k].pos};
-        firn__pkindex_put(t->index, key, len, loc);
+        rc = firn__pkindex_set(t->index, o->keys[k], loc, o->present[k], err);
     }
     firn_free(ords);
+    if (rc)
+        firn_err_context(err, "while updating the key index of table \"%s\"", t->display);
+    return rc;
 }
 
 /* Deletes of rows that live in committed files: position-delete files (v2) or one Puffin file
@@ -370,9 +388,10 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     char data_dir[4096];
     firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
     o.locs = firn_calloc(f.n_upserts ? f.n_upserts : 1, sizeof(*o.locs));
-    collect_deletes(t, &f, &o);
-    firn_rc rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files,
-                                        &o.n_files, o.locs, err);
+    firn_rc rc = collect_deletes(t, &f, &o, err);
+    if (rc == FIRN_OK)
+        rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files, &o.n_files,
+                                    o.locs, err);
     size_t n_data = o.n_files;
     if (rc == FIRN_OK)
         rc = write_deletes(t, &w, &o, &dvs, err);
@@ -386,10 +405,11 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
         else
             t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
     }
+    if (rc == FIRN_OK && t->dv)
+        firn__dv_commit_done(t, o.files + n_data, &dvs);
+    if (rc == FIRN_OK)
+        rc = update_index(t, &f, &o, err);
     if (rc == FIRN_OK) {
-        if (t->dv)
-            firn__dv_commit_done(t, o.files + n_data, &dvs);
-        update_index(t, &f, &o);
         t->rows_written += f.n_upserts;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": committed %zu rows, %zu deletes, %zu files, lsn %llu", t->display,

@@ -310,7 +310,7 @@ static firn_rc group_rows(const firn__write_ctx *w,
 {
     size_t nf = w->spec->n_fields;
     firn_value *tuple = firn_calloc(nf, sizeof(firn_value));
-    firn__pkindex *map = firn__pkindex_new();
+    firn__keymap *map = firn__keymap_new();
     firn_buf key;
     firn_buf_init(&key, 1 << 20);
     g->group_of = firn_calloc(total, sizeof(uint32_t));
@@ -325,16 +325,16 @@ static firn_rc group_rows(const firn__write_ctx *w,
         if (rc)
             break;
         firn__pkloc loc;
-        if (!firn__pkindex_get(map, key.data, key.len, &loc)) {
+        if (!firn__keymap_get(map, key.data, key.len, &loc)) {
             loc.file = (uint32_t)g->n_groups;
             loc.pos = 0;
             g->first_row[g->n_groups++] = k;
-            firn__pkindex_put(map, key.data, key.len, loc);
+            firn__keymap_put(map, key.data, key.len, loc);
         }
         g->group_of[k] = loc.file;
     }
     firn_buf_deinit(&key);
-    firn__pkindex_free(map);
+    firn__keymap_free(map);
     firn_free(tuple);
     return rc;
 }

@@ -56,20 +56,20 @@ firn_rc firn__fold_run(const firn_batch *b,
     firn_buf all;
     firn_buf_init(&all, UINT32_MAX);
     uint32_t *offsets = firn_calloc(rows + 1, sizeof(uint32_t));
-    firn__pkindex *last = firn__pkindex_new();
+    firn__keymap *last = firn__keymap_new();
     firn_rc rc = encode_keys(b, key_cols, n_key_cols, &all, offsets, err);
     if (rc)
         goto out;
     for (size_t i = 0; i < rows; i++) {
         firn__pkloc loc = {0, (uint32_t)i};
-        firn__pkindex_put(last, all.data + offsets[i], offsets[i + 1] - offsets[i], loc);
+        firn__keymap_put(last, all.data + offsets[i], offsets[i + 1] - offsets[i], loc);
     }
     /* Pass 1: rows that are the last change of their key and not deletes. */
     for (size_t pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < rows; i++) {
             firn__pkloc loc;
             bool found =
-                firn__pkindex_get(last, all.data + offsets[i], offsets[i + 1] - offsets[i], &loc);
+                firn__keymap_get(last, all.data + offsets[i], offsets[i + 1] - offsets[i], &loc);
             FIRN_ASSERT(found);
             if (loc.pos != i)
                 continue;
@@ -84,7 +84,7 @@ firn_rc firn__fold_run(const firn_batch *b,
         }
     }
 out:
-    firn__pkindex_free(last);
+    firn__keymap_free(last);
     firn_free(offsets);
     firn_buf_deinit(&all);
     if (rc)

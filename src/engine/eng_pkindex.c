@@ -1,56 +1,217 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* In-memory primary-key index: open addressing over 64-bit key hashes, full keys kept in one
- * growing byte arena so lookups are exact. */
-#include "engine_int.h"
+/* The primary-key index with bounded memory (DELETES.md §5.2, docs/internals/pkindex.md): key
+ * fingerprints in an open-addressing memtable that flushes to immutable hash-sorted runs on local
+ * disk, size-tiered merges that drop shadowed entries and tombstones, and lookups as sorted batch
+ * probes merge-joined with the runs through a bounded page cache. */
+#include "eng_pkindex_int.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#define PKINDEX_KEYS_MAX ((size_t)1 << 40)
+#define MEMORY_MIN ((size_t)64 << 10)
+/* Newest runs of one level merged at once, in normal and in bulk mode. */
+#define MERGE_FANIN 4u
+#define BULK_FANIN  32u
+/* Memtable: load factor (numerator / 4) and the smallest capacity. */
+#define MT_LOAD_4  3u
+#define MT_CAP_MIN 64u
+#define MT_EMPTY   0xFFFFFFFFu
 
-typedef struct slot {
-    uint64_t hash;    /* 0 = empty; hashes are forced non-zero */
-    uint64_t key_off; /* into keys; UINT64_MAX = tombstone */
-    uint32_t key_len;
-    firn__pkloc loc;
-} slot;
+/* A memtable slot: 20 bytes. file1 is MT_EMPTY, PK_TOMB or the file ordinal + 1. */
+typedef struct mt_slot {
+    uint32_t hlo, hhi, c, file1, pos;
+} mt_slot;
 
 struct firn__pkindex {
-    slot *slots;
-    size_t cap;  /* power of two */
-    size_t used; /* live + tombstones */
-    size_t live;
-    firn_buf keys;
+    char *dir;
+    bool dir_owned; /* a private temporary folder: removed at free */
+    bool dir_ready;
+    uint8_t seed[16];
+    size_t mem_limit;
+    /* memtable: slots [0, mt_len) with homes in [0, mt_cap); the tail catches probes past the
+     * last home so slot order follows hash order (no wrap-around) */
+    mt_slot *mt;
+    size_t mt_cap, mt_len, mt_used;
+    size_t mt_cap_max;
+    unsigned mt_shift;  /* mt_cap == mt_cap_max >> mt_shift */
+    firn__pkrun **runs; /* newest first */
+    size_t n_runs;
+    uint32_t next_run_id;
+    firn__pkcache *cache;
+    size_t cache_bytes;
+    bool bulk;
     char **files;
-    uint32_t n_files;
-    uint32_t files_cap;
+    uint32_t n_files, files_cap;
+    size_t live;
+    uint64_t flushes, merges;
 };
 
-#define TOMBSTONE UINT64_MAX
+/* ---- key fingerprints ---------------------------------------------------------------------- */
 
-static uint64_t key_hash(const uint8_t *key, size_t len)
+static uint64_t splitmix64(uint64_t x)
 {
-    uint64_t h = firn_key_hash(key, len);
-    return h ? h : 1;
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t rotl(uint64_t x, unsigned b)
+{
+    return (x << b) | (x >> (64 - b));
+}
+
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = rotl(v1, 13);                                                                         \
+        v1 ^= v0;                                                                                  \
+        v0 = rotl(v0, 32);                                                                         \
+        v2 += v3;                                                                                  \
+        v3 = rotl(v3, 16);                                                                         \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = rotl(v3, 21);                                                                         \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = rotl(v1, 17);                                                                         \
+        v1 ^= v2;                                                                                  \
+        v2 = rotl(v2, 32);                                                                         \
+    } while (0)
+
+static uint64_t le64(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void firn__pk_siphash128(const uint8_t key[16], const uint8_t *p, size_t len, uint64_t out[2])
+{
+    uint64_t k0 = le64(key, 8), k1 = le64(key + 8, 8);
+    uint64_t v0 = 0x736f6d6570736575ull ^ k0, v1 = 0x646f72616e646f6dull ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ull ^ k0, v3 = 0x7465646279746573ull ^ k1;
+    v1 ^= 0xee;
+    size_t whole = len & ~(size_t)7;
+    for (size_t i = 0; i < whole; i += 8) {
+        uint64_t m = le64(p + i, 8);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)len << 56 | le64(p + whole, len - whole);
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xee;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    out[0] = v0 ^ v1 ^ v2 ^ v3;
+    v1 ^= 0xdd;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    out[1] = v0 ^ v1 ^ v2 ^ v3;
+}
+
+firn__pkkey firn__pkindex_key(const firn__pkindex *idx, const uint8_t *key, size_t len)
+{
+    firn__pkkey k;
+    /* A non-null integer of 1, 2, 4 or 8 bytes (tag 1, then the value as stored): sign-extended
+     * and mixed by splitmix64, a bijection, so such keys never share a fingerprint. */
+    if ((len == 2 || len == 3 || len == 5 || len == 9) && key[0] == 1) {
+        unsigned bits = (unsigned)(len - 1) * 8;
+        uint64_t v = le64(key + 1, len - 1);
+        if (bits < 64 && (v >> (bits - 1)) & 1)
+            v |= ~0ull << bits;
+        k.h = splitmix64(v);
+        k.c = 0;
+        return k;
+    }
+    uint64_t out[2];
+    firn__pk_siphash128(idx->seed, key, len, out);
+    k.h = out[0];
+    k.c = (uint32_t)out[1];
+    return k;
+}
+
+/* ---- setup --------------------------------------------------------------------------------- */
+
+static void random_seed(uint8_t seed[16])
+{
+    uint8_t a[16], b[16];
+    firn_uuid_v4(a);
+    firn_uuid_v4(b);
+    for (int i = 0; i < 16; i++)
+        seed[i] = (uint8_t)(a[i] ^ (b[(i + 7) % 16] << 1));
+}
+
+static void mt_alloc(firn__pkindex *idx)
+{
+    idx->mt_cap = idx->mt_cap_max >> idx->mt_shift;
+    idx->mt_len = idx->mt_cap + idx->mt_cap / 16 + 16;
+    idx->mt = firn_malloc(idx->mt_len * sizeof(mt_slot));
+    memset(idx->mt, 0xFF, idx->mt_len * sizeof(mt_slot));
+    idx->mt_used = 0;
+}
+
+firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o)
+{
+    firn__pkindex *idx = firn_calloc(1, sizeof(*idx));
+    size_t limit = o && o->memory_limit ? o->memory_limit : FIRN_PKINDEX_MEMORY_DEFAULT;
+    idx->mem_limit = limit < MEMORY_MIN ? MEMORY_MIN : limit;
+    if (o && o->dir)
+        idx->dir = firn_strdup(o->dir);
+    if (o && o->seed)
+        memcpy(idx->seed, o->seed, 16);
+    else
+        random_seed(idx->seed);
+    /* 3/8 of the budget to the memtable (counting the old table while it grows: 1.5x plus
+     * tails), 3/8 to the page cache, the rest to fences, buffers and the file table. */
+    size_t slots = idx->mem_limit / 8 * 3 / sizeof(mt_slot);
+    idx->mt_cap_max = slots > 64 ? (slots - 32) * 10 / 16 : 0;
+    if (idx->mt_cap_max < MT_CAP_MIN)
+        idx->mt_cap_max = MT_CAP_MIN;
+    while ((idx->mt_cap_max >> (idx->mt_shift + 1)) >= 1024)
+        idx->mt_shift++;
+    mt_alloc(idx);
+    idx->cache_bytes = idx->mem_limit / 8 * 3;
+    idx->cache = firn__pkcache_new(idx->cache_bytes);
+    idx->next_run_id = 1;
+    return idx;
 }
 
 firn__pkindex *firn__pkindex_new(void)
 {
-    firn__pkindex *idx = firn_calloc(1, sizeof(*idx));
-    idx->cap = 1024;
-    idx->slots = firn_calloc(idx->cap, sizeof(slot));
-    firn_buf_init(&idx->keys, PKINDEX_KEYS_MAX);
-    return idx;
+    return firn__pkindex_new_opts(NULL);
 }
 
 void firn__pkindex_free(firn__pkindex *idx)
 {
     if (!idx)
         return;
+    for (size_t i = 0; i < idx->n_runs; i++)
+        firn__pkrun_close(idx->runs[i], true);
+    firn_free(idx->runs);
+    if (idx->dir_owned && idx->dir_ready)
+        rmdir(idx->dir);
+    firn_free(idx->dir);
+    firn_free(idx->mt);
+    firn__pkcache_free(idx->cache);
     for (uint32_t i = 0; i < idx->n_files; i++)
         firn_free(idx->files[i]);
     firn_free(idx->files);
-    firn_free(idx->slots);
-    firn_buf_deinit(&idx->keys);
     firn_free(idx);
 }
 
@@ -61,6 +222,7 @@ size_t firn__pkindex_count(const firn__pkindex *idx)
 
 uint32_t firn__pkindex_add_file(firn__pkindex *idx, const char *location)
 {
+    FIRN_ASSERT(idx->n_files < PK_FILE_MAX);
     if (idx->n_files == idx->files_cap) {
         idx->files_cap = idx->files_cap ? idx->files_cap * 2 : 16;
         idx->files = firn_reallocarray(idx->files, idx->files_cap, sizeof(char *));
@@ -79,94 +241,666 @@ uint32_t firn__pkindex_files(const firn__pkindex *idx)
     return idx->n_files;
 }
 
-static bool
-slot_matches(const firn__pkindex *idx, const slot *s, uint64_t h, const uint8_t *key, size_t len)
-{
-    return s->hash == h && s->key_off != TOMBSTONE && s->key_len == len &&
-           memcmp(idx->keys.data + s->key_off, key, len) == 0;
-}
+/* ---- the run folder ------------------------------------------------------------------------ */
 
-/* Returns the slot holding key, or NULL. */
-static slot *find(const firn__pkindex *idx, const uint8_t *key, size_t len, uint64_t h)
+static firn_rc mkdir_p(const char *path, firn_err *err)
 {
-    size_t mask = idx->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        slot *s = &idx->slots[i];
-        if (s->hash == 0)
-            return NULL;
-        if (slot_matches(idx, s, h, key, len))
-            return s;
+    char *p = firn_strdup(path);
+    firn_rc rc = FIRN_OK;
+    for (char *s = p + 1;; s++) {
+        bool end = *s == '\0';
+        if (*s == '/' || end) {
+            *s = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create folder \"%s\"",
+                                        p);
+                break;
+            }
+            if (end)
+                break;
+            *s = '/';
+        }
     }
+    firn_free(p);
+    return rc;
 }
 
-static void grow(firn__pkindex *idx)
+/* Removes run files (finished or not) a former index left in dir. */
+static void remove_stale(const char *dir)
 {
-    slot *old = idx->slots;
-    size_t old_cap = idx->cap;
-    /* Rehash into a table twice the live size (tombstones vanish). */
-    while (idx->cap < (idx->live + 1) * 4)
-        idx->cap *= 2;
-    idx->slots = firn_calloc(idx->cap, sizeof(slot));
-    idx->used = 0;
-    /* Live keys move to a fresh arena, dropping the bytes of removed keys. */
-    firn_buf keys;
-    firn_buf_init(&keys, PKINDEX_KEYS_MAX);
-    size_t mask = idx->cap - 1;
-    for (size_t k = 0; k < old_cap; k++) {
-        if (old[k].hash == 0 || old[k].key_off == TOMBSTONE)
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (strncmp(de->d_name, "run-", 4) != 0 || n < 8)
             continue;
-        size_t i = old[k].hash & mask;
-        while (idx->slots[i].hash != 0)
-            i = (i + 1) & mask;
-        idx->slots[i] = old[k];
-        idx->slots[i].key_off = keys.len;
-        firn_rc rc = firn_buf_append(&keys, idx->keys.data + old[k].key_off, old[k].key_len);
-        FIRN_ASSERT(rc == FIRN_OK);
-        idx->used++;
+        if (strcmp(de->d_name + n - 4, ".pkr") != 0 && strcmp(de->d_name + n - 4, ".tmp") != 0)
+            continue;
+        firn_buf b;
+        firn_buf_init(&b, 8192);
+        if (firn_buf_appendf(&b, "%s/%s", dir, de->d_name) == FIRN_OK)
+            unlink((const char *)b.data);
+        firn_buf_deinit(&b);
     }
-    firn_buf_deinit(&idx->keys);
-    idx->keys = keys;
-    firn_free(old);
+    closedir(d);
 }
 
-bool firn__pkindex_get(const firn__pkindex *idx, const uint8_t *key, size_t len, firn__pkloc *out)
+static firn_rc ensure_dir(firn__pkindex *idx, firn_err *err)
 {
-    const slot *s = find(idx, key, len, key_hash(key, len));
-    if (!s)
-        return false;
-    *out = s->loc;
+    if (idx->dir_ready)
+        return FIRN_OK;
+    if (!idx->dir) {
+        const char *tmp = getenv("TMPDIR");
+        firn_buf b;
+        firn_buf_init(&b, 8192);
+        firn_rc_ignore(firn_buf_appendf(&b, "%s/firn-pkindex-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
+        char *path = (char *)firn_buf_take(&b, NULL);
+        if (!mkdtemp(path)) {
+            firn_rc rc = firn_err_set_errno(err, FIRN_ERR_IO, errno,
+                                            "could not create a folder for the key index");
+            firn_free(path);
+            return rc;
+        }
+        idx->dir = path;
+        idx->dir_owned = true;
+    } else {
+        FIRN_TRY(mkdir_p(idx->dir, err));
+        remove_stale(idx->dir);
+    }
+    idx->dir_ready = true;
+    return FIRN_OK;
+}
+
+/* ---- memtable ------------------------------------------------------------------------------ */
+
+static inline uint64_t slot_h(const mt_slot *s)
+{
+    return (uint64_t)s->hhi << 32 | s->hlo;
+}
+
+static inline size_t mt_home(const firn__pkindex *idx, uint64_t h)
+{
+    return (size_t)(((h >> 32) * (uint64_t)idx->mt_cap) >> 32);
+}
+
+/* The slot holding k (*found) or the empty slot where it would go; SIZE_MAX when the probe runs
+ * off the end of the table. */
+static size_t mt_probe(const firn__pkindex *idx, firn__pkkey k, bool *found)
+{
+    *found = false;
+    for (size_t i = mt_home(idx, k.h); i < idx->mt_len; i++) {
+        const mt_slot *s = &idx->mt[i];
+        if (s->file1 == MT_EMPTY)
+            return i;
+        if (s->hlo == (uint32_t)k.h && s->hhi == (uint32_t)(k.h >> 32) && s->c == k.c) {
+            *found = true;
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+/* Places slots into an empty table; false when one runs off its end. */
+static bool mt_place(firn__pkindex *idx, const mt_slot *from, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (from[i].file1 == MT_EMPTY)
+            continue;
+        firn__pkkey k = {slot_h(&from[i]), from[i].c};
+        bool found;
+        size_t at = mt_probe(idx, k, &found);
+        if (at == SIZE_MAX)
+            return false;
+        idx->mt[at] = from[i];
+        idx->mt_used++;
+    }
     return true;
 }
 
-void firn__pkindex_put(firn__pkindex *idx, const uint8_t *key, size_t len, firn__pkloc loc)
+static bool mt_grow(firn__pkindex *idx)
+{
+    mt_slot *old = idx->mt;
+    size_t old_len = idx->mt_len, old_cap = idx->mt_cap, old_used = idx->mt_used;
+    idx->mt_shift--;
+    mt_alloc(idx);
+    if (mt_place(idx, old, old_len)) {
+        firn_free(old);
+        return true;
+    }
+    firn_free(idx->mt); /* practically unreachable: a half-full table spilling past its tail */
+    idx->mt = old;
+    idx->mt_len = old_len;
+    idx->mt_cap = old_cap;
+    idx->mt_used = old_used;
+    idx->mt_shift++;
+    return false;
+}
+
+static int slot_cmp(const void *a, const void *b)
+{
+    const mt_slot *x = a, *y = b;
+    uint64_t hx = slot_h(x), hy = slot_h(y);
+    if (hx != hy)
+        return hx < hy ? -1 : 1;
+    return x->c == y->c ? 0 : (x->c < y->c ? -1 : 1);
+}
+
+/* Slots come nearly sorted (homes follow hash order); insertion sort, with a budget of moves
+ * past which the general sort takes over (clustered or hostile hashes). */
+static void sort_slots(mt_slot *s, size_t n)
+{
+    size_t budget = 32 * n + 1024;
+    for (size_t i = 1; i < n; i++) {
+        mt_slot x = s[i];
+        size_t j = i;
+        while (j > 0 && slot_cmp(&x, &s[j - 1]) < 0) {
+            s[j] = s[j - 1];
+            j--;
+            if (--budget == 0) {
+                s[j] = x;
+                qsort(s, n, sizeof(*s), slot_cmp);
+                return;
+            }
+        }
+        s[j] = x;
+    }
+}
+
+/* ---- runs ---------------------------------------------------------------------------------- */
+
+static void runs_replace(firn__pkindex *idx, size_t from, size_t n, firn__pkrun *with)
+{
+    for (size_t i = from; i < from + n; i++) {
+        firn__pkcache_drop_run(idx->cache, idx->runs[i]->id);
+        firn__pkrun_close(idx->runs[i], true);
+    }
+    size_t add = with ? 1 : 0;
+    size_t rest = idx->n_runs - from - n;
+    if (add > n)
+        idx->runs = firn_reallocarray(idx->runs, idx->n_runs + add - n, sizeof(*idx->runs));
+    memmove(idx->runs + from + add, idx->runs + from + n, rest * sizeof(*idx->runs));
+    if (with)
+        idx->runs[from] = with;
+    idx->n_runs = idx->n_runs + add - n;
+}
+
+typedef struct merge_src {
+    firn__pkrun_iter it;
+    uint32_t order; /* 0 = newest: wins ties */
+} merge_src;
+
+static bool src_less(const merge_src *a, const merge_src *b)
+{
+    const pk_entry *x = &a->it.ents[a->it.i], *y = &b->it.ents[b->it.i];
+    int c = pk_entry_cmp(x, y->h, y->c);
+    return c < 0 || (c == 0 && a->order < b->order);
+}
+
+static void heap_down(merge_src **h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < n && src_less(h[l], h[m]))
+            m = l;
+        if (l + 1 < n && src_less(h[l + 1], h[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        merge_src *t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Level of a run of n entries by size: flushes are level 0, each level MERGE_FANIN times
+ * larger. */
+static uint32_t size_level(const firn__pkindex *idx, uint64_t n)
+{
+    uint64_t s = (uint64_t)idx->mt_cap_max * MT_LOAD_4 / 4;
+    uint32_t level = 0;
+    while (s < n && level < 30) {
+        s *= MERGE_FANIN;
+        level++;
+    }
+    return level;
+}
+
+static void
+merge_shape(const firn__pkindex *idx, size_t from, size_t n, bool drop_tombs, firn__pkrun_shape *sh)
+{
+    memset(sh, 0, sizeof(*sh));
+    for (size_t i = from; i < from + n; i++) {
+        const firn__pkrun *r = idx->runs[i];
+        sh->n_upper += r->n_entries - (drop_tombs ? r->n_tombs : 0);
+        uint32_t mf = r->fb >= 32 ? UINT32_MAX : (1u << r->fb) - 1;
+        uint32_t mp = r->pb >= 32 ? UINT32_MAX : (1u << r->pb) - 1;
+        sh->max_file1 = mf > sh->max_file1 ? mf : sh->max_file1;
+        sh->max_pos = mp > sh->max_pos ? mp : sh->max_pos;
+        sh->has_c |= r->has_c != 0;
+        sh->level = r->level + 1 > sh->level ? r->level + 1 : sh->level;
+    }
+    uint32_t by_size = size_level(idx, sh->n_upper);
+    sh->level = by_size > sh->level ? by_size : sh->level;
+}
+
+/* k-way merge of the heap into w: the newest entry of each key, tombstones dropped when the
+ * merge reaches the oldest run. */
+static firn_rc
+merge_loop(merge_src **heap, size_t n, bool drop_tombs, firn__pkrun_writer *w, firn_err *err)
+{
+    bool have_last = false;
+    uint64_t last_h = 0;
+    uint32_t last_c = 0;
+    while (n > 0) {
+        merge_src *s = heap[0];
+        pk_entry e = s->it.ents[s->it.i];
+        if (!have_last || e.h != last_h || e.c != last_c) {
+            have_last = true;
+            last_h = e.h;
+            last_c = e.c;
+            if (!(drop_tombs && e.file1 == PK_TOMB))
+                FIRN_TRY(firn__pkrun_writer_add(w, &e, err));
+        }
+        FIRN_TRY(firn__pkrun_iter_next(&s->it, err));
+        if (s->it.done)
+            heap[0] = heap[--n];
+        heap_down(heap, n, 0);
+    }
+    return FIRN_OK;
+}
+
+/* Merges runs [from, from + n) (contiguous in age) into one run in their place. */
+static firn_rc merge_runs(firn__pkindex *idx, size_t from, size_t n, firn_err *err)
+{
+    bool drop_tombs = from + n == idx->n_runs;
+    firn__pkrun_shape sh;
+    merge_shape(idx, from, n, drop_tombs, &sh);
+    merge_src *srcs = firn_calloc(n, sizeof(*srcs));
+    merge_src **heap = firn_calloc(n, sizeof(*heap));
+    size_t hn = 0;
+    firn__pkrun_writer *w = NULL;
+    firn__pkrun *out = NULL;
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n; i++) {
+        firn__pkrun_iter_init(&srcs[i].it, idx->runs[from + i]);
+        srcs[i].order = (uint32_t)i;
+        if (rc == FIRN_OK)
+            rc = firn__pkrun_iter_next(&srcs[i].it, err);
+        if (rc == FIRN_OK && !srcs[i].it.done)
+            heap[hn++] = &srcs[i];
+    }
+    for (size_t i = hn; i-- > 0;)
+        heap_down(heap, hn, i);
+    if (rc == FIRN_OK)
+        rc = firn__pkrun_writer_open(idx->dir, idx->next_run_id++, &sh, &w, err);
+    if (rc == FIRN_OK)
+        rc = merge_loop(heap, hn, drop_tombs, w, err);
+    if (rc == FIRN_OK) {
+        rc = firn__pkrun_writer_finish(w, &out, err);
+        w = NULL;
+    }
+    firn__pkrun_writer_abort(w);
+    for (size_t i = 0; i < n; i++)
+        firn__pkrun_iter_deinit(&srcs[i].it);
+    firn_free(srcs);
+    firn_free(heap);
+    if (rc == FIRN_OK) {
+        runs_replace(idx, from, n, out);
+        idx->merges++;
+    }
+    return rc;
+}
+
+/* Size-tiered: the newest `fanin` runs of one level become one run of the next level. */
+static firn_rc maybe_merge(firn__pkindex *idx, firn_err *err)
+{
+    size_t fanin = idx->bulk ? BULK_FANIN : MERGE_FANIN;
+    while (idx->n_runs >= fanin) {
+        uint32_t level = idx->runs[0]->level;
+        bool same = true;
+        for (size_t i = 1; i < fanin && same; i++)
+            same = idx->runs[i]->level == level;
+        if (!same)
+            break;
+        FIRN_TRY(merge_runs(idx, 0, fanin, err));
+    }
+    return FIRN_OK;
+}
+
+/* ---- flushing the memtable ----------------------------------------------------------------- */
+
+static void mt_clear(firn__pkindex *idx)
+{
+    memset(idx->mt, 0xFF, idx->mt_len * sizeof(mt_slot));
+    idx->mt_used = 0;
+}
+
+/* Puts the compacted, sorted slots [0, n) back in their homes after a failed flush. */
+static void mt_restore(firn__pkindex *idx, size_t n)
+{
+    mt_slot *copy = firn_memdup(idx->mt, n * sizeof(mt_slot));
+    mt_clear(idx);
+    bool ok = mt_place(idx, copy, n);
+    FIRN_ASSERT(ok); /* the same entries fitted before, in arrival order */
+    firn_free(copy);
+}
+
+static firn_rc write_slots(firn__pkindex *idx, size_t n, firn__pkrun **out, firn_err *err)
+{
+    firn__pkrun_shape sh = {n, 0, 0, false, 0};
+    for (size_t i = 0; i < n; i++) {
+        const mt_slot *s = &idx->mt[i];
+        sh.max_file1 = s->file1 > sh.max_file1 ? s->file1 : sh.max_file1;
+        sh.max_pos = s->pos > sh.max_pos ? s->pos : sh.max_pos;
+        sh.has_c |= s->c != 0;
+    }
+    firn__pkrun_writer *w = NULL;
+    FIRN_TRY(ensure_dir(idx, err));
+    FIRN_TRY(firn__pkrun_writer_open(idx->dir, idx->next_run_id++, &sh, &w, err));
+    for (size_t i = 0; i < n; i++) {
+        const mt_slot *s = &idx->mt[i];
+        pk_entry e = {slot_h(s), s->c, s->file1, s->pos};
+        firn_rc rc = firn__pkrun_writer_add(w, &e, err);
+        if (rc) {
+            firn__pkrun_writer_abort(w);
+            return rc;
+        }
+    }
+    return firn__pkrun_writer_finish(w, out, err);
+}
+
+static firn_rc mt_flush(firn__pkindex *idx, firn_err *err)
+{
+    bool drop_tombs = idx->n_runs == 0; /* nothing older to shadow */
+    size_t n = 0;
+    for (size_t i = 0; i < idx->mt_len; i++) {
+        uint32_t f = idx->mt[i].file1;
+        if (f != MT_EMPTY && !(drop_tombs && f == PK_TOMB))
+            idx->mt[n++] = idx->mt[i];
+    }
+    sort_slots(idx->mt, n);
+    firn__pkrun *run = NULL;
+    firn_rc rc = n ? write_slots(idx, n, &run, err) : FIRN_OK;
+    if (rc) {
+        mt_restore(idx, n);
+        return rc;
+    }
+    mt_clear(idx);
+    if (run) {
+        run->level = 0;
+        runs_replace(idx, 0, 0, run);
+        idx->flushes++;
+    }
+    return maybe_merge(idx, err);
+}
+
+/* Makes sure one more slot fits: grows the table while the budget allows, else flushes. */
+static firn_rc mt_room(firn__pkindex *idx, firn_err *err)
+{
+    if ((idx->mt_used + 1) * 4 <= idx->mt_cap * MT_LOAD_4)
+        return FIRN_OK;
+    if (idx->mt_shift > 0 && mt_grow(idx))
+        return FIRN_OK;
+    return mt_flush(idx, err);
+}
+
+/* A slot for k: existing (*found) or new and empty. */
+static firn_rc
+mt_slot_for(firn__pkindex *idx, firn__pkkey k, mt_slot **out, bool *found, firn_err *err)
+{
+    size_t at = mt_probe(idx, k, found);
+    if (*found) {
+        *out = &idx->mt[at];
+        return FIRN_OK;
+    }
+    FIRN_TRY(mt_room(idx, err));
+    at = mt_probe(idx, k, found);
+    if (at == SIZE_MAX) {
+        FIRN_TRY(mt_flush(idx, err));
+        at = mt_probe(idx, k, found);
+        FIRN_ASSERT(at != SIZE_MAX);
+    }
+    mt_slot *s = &idx->mt[at];
+    s->hlo = (uint32_t)k.h;
+    s->hhi = (uint32_t)(k.h >> 32);
+    s->c = k.c;
+    idx->mt_used++;
+    *out = s;
+    return FIRN_OK;
+}
+
+firn_rc
+firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err)
+{
+    FIRN_ASSERT(loc.file < PK_FILE_MAX);
+    mt_slot *s;
+    bool found;
+    FIRN_TRY(mt_slot_for(idx, k, &s, &found, err));
+    if (found ? s->file1 == PK_TOMB : !present)
+        idx->live++;
+    s->file1 = loc.file + 1;
+    s->pos = loc.pos;
+    return FIRN_OK;
+}
+
+firn_rc firn__pkindex_unset(firn__pkindex *idx, firn__pkkey k, bool present, firn_err *err)
+{
+    bool found;
+    size_t at = mt_probe(idx, k, &found);
+    if (found) {
+        if (idx->mt[at].file1 != PK_TOMB && idx->live > 0)
+            idx->live--;
+        idx->mt[at].file1 = PK_TOMB;
+        return FIRN_OK;
+    }
+    if (!present)
+        return FIRN_OK;
+    mt_slot *s;
+    FIRN_TRY(mt_slot_for(idx, k, &s, &found, err));
+    s->file1 = PK_TOMB;
+    s->pos = 0;
+    if (idx->live > 0)
+        idx->live--;
+    return FIRN_OK;
+}
+
+/* ---- lookups ------------------------------------------------------------------------------- */
+
+typedef struct probe {
+    uint64_t h;
+    uint32_t c;
+    uint32_t i;
+} probe;
+
+static int probe_cmp(const void *a, const void *b)
+{
+    const probe *x = a, *y = b;
+    if (x->h != y->h)
+        return x->h < y->h ? -1 : 1;
+    return x->c == y->c ? 0 : (x->c < y->c ? -1 : 1);
+}
+
+static firn_rc load_page(
+    firn__pkindex *idx, const firn__pkrun *r, uint32_t p, firn__pkpage_cur *cur, firn_err *err)
+{
+    const uint8_t *bytes;
+    FIRN_TRY(firn__pkcache_get(idx->cache, r->fd, r->id, p, &bytes, err));
+    return firn__pkpage_begin(r, bytes, cur, err);
+}
+
+/* Moves the cursor to the first entry >= p (crossing into the next pages that may hold p's
+ * hash); *cmp is the comparison of that entry with p, or -1 when there is none. */
+static firn_rc seek(firn__pkindex *idx,
+                    const firn__pkrun *r,
+                    uint32_t *page,
+                    firn__pkpage_cur *cur,
+                    const probe *p,
+                    int *cmp,
+                    firn_err *err)
+{
+    for (;;) {
+        if (cur->ok) {
+            *cmp = pk_entry_cmp(&cur->e, p->h, p->c);
+            if (*cmp >= 0)
+                return FIRN_OK;
+            FIRN_TRY(firn__pkpage_step(r, cur, err));
+            continue;
+        }
+        if (*page + 1 < r->n_pages && r->fences[*page + 1] <= p->h) {
+            ++*page;
+            FIRN_TRY(load_page(idx, r, *page, cur, err));
+            continue;
+        }
+        *cmp = -1;
+        return FIRN_OK;
+    }
+}
+
+/* Merge-joins the sorted probes ps[0..*m) with run r; resolved probes leave the list. */
+static firn_rc probe_run(firn__pkindex *idx,
+                         const firn__pkrun *r,
+                         probe *ps,
+                         size_t *m,
+                         firn__pkloc *locs,
+                         bool *found,
+                         firn_err *err)
+{
+    size_t keep = 0;
+    uint32_t page = UINT32_MAX;
+    firn__pkpage_cur cur = {0};
+    for (size_t j = 0; j < *m; j++) {
+        const probe *p = &ps[j];
+        if (p->h < r->min_h || p->h > r->max_h) {
+            ps[keep++] = *p;
+            continue;
+        }
+        uint32_t want = firn__pkrun_find_page(r, p->h, page == UINT32_MAX ? 0 : page);
+        if (page == UINT32_MAX || want > page) {
+            page = want;
+            FIRN_TRY(load_page(idx, r, page, &cur, err));
+        }
+        int cmp;
+        FIRN_TRY(seek(idx, r, &page, &cur, p, &cmp, err));
+        if (cmp != 0) {
+            ps[keep++] = *p;
+            continue;
+        }
+        if (cur.e.file1 != PK_TOMB) {
+            found[p->i] = true;
+            locs[p->i].file = cur.e.file1 - 1;
+            locs[p->i].pos = cur.e.pos;
+        }
+    }
+    *m = keep;
+    return FIRN_OK;
+}
+
+firn_rc firn__pkindex_lookup(firn__pkindex *idx,
+                             const firn__pkkey *keys,
+                             size_t n,
+                             firn__pkloc *out_locs,
+                             bool *out_found,
+                             firn_err *err)
+{
+    probe *ps = NULL;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool hit;
+        size_t at = mt_probe(idx, keys[i], &hit);
+        out_found[i] = false;
+        if (hit) {
+            const mt_slot *s = &idx->mt[at];
+            if (s->file1 != PK_TOMB) {
+                out_found[i] = true;
+                out_locs[i].file = s->file1 - 1;
+                out_locs[i].pos = s->pos;
+            }
+            continue;
+        }
+        if (idx->n_runs == 0)
+            continue;
+        if (!ps)
+            ps = firn_malloc(n * sizeof(*ps));
+        ps[m].h = keys[i].h;
+        ps[m].c = keys[i].c;
+        ps[m++].i = (uint32_t)i;
+    }
+    if (m > 1)
+        qsort(ps, m, sizeof(*ps), probe_cmp);
+    firn_rc rc = FIRN_OK;
+    for (size_t r = 0; r < idx->n_runs && m > 0 && rc == FIRN_OK; r++)
+        rc = probe_run(idx, idx->runs[r], ps, &m, out_locs, out_found, err);
+    firn_free(ps);
+    return rc;
+}
+
+/* ---- key bytes ----------------------------------------------------------------------------- */
+
+firn_rc firn__pkindex_get(firn__pkindex *idx,
+                          const uint8_t *key,
+                          size_t len,
+                          bool *out_found,
+                          firn__pkloc *out,
+                          firn_err *err)
 {
     FIRN_ASSERT(len <= UINT32_MAX);
-    uint64_t h = key_hash(key, len);
-    slot *s = find(idx, key, len, h);
-    if (s) {
-        s->loc = loc;
-        return;
-    }
-    if ((idx->used + 1) * 10 > idx->cap * 7)
-        grow(idx);
-    size_t mask = idx->cap - 1;
-    size_t i = h & mask;
-    while (idx->slots[i].hash != 0)
-        i = (i + 1) & mask;
-    slot ns = {h, idx->keys.len, (uint32_t)len, loc};
-    firn_rc rc = firn_buf_append(&idx->keys, key, len);
-    FIRN_ASSERT(rc == FIRN_OK);
-    idx->slots[i] = ns;
-    idx->used++;
-    idx->live++;
+    firn__pkkey k = firn__pkindex_key(idx, key, len);
+    return firn__pkindex_lookup(idx, &k, 1, out, out_found, err);
 }
 
-bool firn__pkindex_remove(firn__pkindex *idx, const uint8_t *key, size_t len)
+firn_rc firn__pkindex_put(
+    firn__pkindex *idx, const uint8_t *key, size_t len, firn__pkloc loc, firn_err *err)
 {
-    slot *s = find(idx, key, len, key_hash(key, len));
-    if (!s)
-        return false;
-    s->key_off = TOMBSTONE; /* the probe chain stays intact; bytes are reclaimed on rebuild */
-    idx->live--;
-    return true;
+    firn__pkkey k = firn__pkindex_key(idx, key, len);
+    firn__pkloc old;
+    bool present;
+    FIRN_TRY(firn__pkindex_lookup(idx, &k, 1, &old, &present, err));
+    return firn__pkindex_set(idx, k, loc, present, err);
+}
+
+firn_rc firn__pkindex_remove(
+    firn__pkindex *idx, const uint8_t *key, size_t len, bool *out_removed, firn_err *err)
+{
+    firn__pkkey k = firn__pkindex_key(idx, key, len);
+    firn__pkloc old;
+    bool present;
+    FIRN_TRY(firn__pkindex_lookup(idx, &k, 1, &old, &present, err));
+    if (out_removed)
+        *out_removed = present;
+    return firn__pkindex_unset(idx, k, present, err);
+}
+
+/* ---- bulk mode and figures ----------------------------------------------------------------- */
+
+firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err)
+{
+    if (on || !idx->bulk) {
+        idx->bulk = on;
+        return FIRN_OK;
+    }
+    idx->bulk = false;
+    if (idx->n_runs > 1)
+        FIRN_TRY(merge_runs(idx, 0, idx->n_runs, err));
+    return maybe_merge(idx, err);
+}
+
+void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->keys = idx->live;
+    out->runs = idx->n_runs;
+    for (size_t i = 0; i < idx->n_runs; i++) {
+        out->run_entries += idx->runs[i]->n_entries;
+        out->disk_bytes += idx->runs[i]->file_bytes;
+        out->fence_bytes += (size_t)idx->runs[i]->n_pages * sizeof(uint64_t);
+    }
+    out->memtable_bytes = idx->mt_len * sizeof(mt_slot);
+    out->memtable_entries = idx->mt_used;
+    out->cache_bytes = firn__pkcache_bytes(idx->cache);
+    out->flushes = idx->flushes;
+    out->merges = idx->merges;
+    firn__pkcache_stats(idx->cache, &out->page_reads, &out->page_hits);
 }

@@ -558,8 +558,9 @@ index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_e
             firn_buf_reset(&key);
             rc = firn_batch_key_encode(b, i, cols, t->n_key, &key);
             firn__pkloc loc = {ord, (uint32_t)pos};
-            if (rc == FIRN_OK)
-                firn__pkindex_put(t->index, key.data, key.len, loc);
+            if (rc == FIRN_OK) /* keys of a consistent table are unique: no lookup */
+                rc = firn__pkindex_set(t->index, firn__pkindex_key(t->index, key.data, key.len),
+                                       loc, false, err);
         }
     }
     firn_buf_deinit(&key);
@@ -621,6 +622,8 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
         }
     }
     dead_sort(&dead);
+    if (rc == FIRN_OK)
+        rc = firn__pkindex_bulk(t->index, true, err);
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
             const firn_manifest_entry *en = &ms[i]->entries[e];
@@ -629,6 +632,8 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
             rc = index_data_file(t, &en->file, dead_for(&dead, en->file.file_path, false), err);
         }
     }
+    if (rc == FIRN_OK)
+        rc = firn__pkindex_bulk(t->index, false, err);
     if (rc == FIRN_OK && n > 0)
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": key index loaded: %zu keys, %zu files, %.1f s", t->display,

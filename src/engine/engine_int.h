@@ -6,9 +6,11 @@
 #include "firn/batch.h"
 
 /* ------------------------------------------------------------------------------------------------
- * Primary-key index: key -> (data file ordinal, row position), exact (full keys are kept).
- * Held in memory; DELETES.md §5.2 describes the bounded on-disk design that replaces it for
- * tables beyond a few million keys.
+ * Primary-key index: key -> (data file ordinal, row position) with bounded memory
+ * (DELETES.md §5.2, docs/internals/pkindex.md): keys become 64-bit fingerprints (exact for single
+ * integer keys, keyed SipHash plus a 32-bit check hash otherwise), held in a memtable that flushes
+ * to immutable hash-sorted runs on local disk, merged size-tiered; lookups are sorted batch probes
+ * merge-joined with the runs through a bounded page cache. Not thread-safe: one caller at a time.
  * ----------------------------------------------------------------------------------------------*/
 
 typedef struct firn__pkindex firn__pkindex;
@@ -20,24 +22,113 @@ typedef struct firn__pkloc {
     uint32_t pos;
 } firn__pkloc;
 
-/** Returns an empty index. Free with firn__pkindex_free. Not thread-safe. */
+/** A key's fingerprint in one index: h sorts the runs; c is 0 for single integer keys (h is then
+ * a bijection of the value) and a second, independent 32-bit hash otherwise. */
+typedef struct firn__pkkey {
+    uint64_t h;
+    uint32_t c;
+} firn__pkkey;
+
+/** How an index is set up. Zero values take the defaults. */
+typedef struct firn__pkindex_opts {
+    const char *dir;     /* folder for run files (created on first flush); NULL: a private
+                            temporary folder removed by firn__pkindex_free */
+    size_t memory_limit; /* resident budget in bytes: memtable, page cache, fences; default
+                            FIRN_PKINDEX_MEMORY_DEFAULT, at least 64 KiB */
+    const uint8_t *seed; /* 16 bytes keying the hash of non-integer keys; NULL: random */
+} firn__pkindex_opts;
+
+#define FIRN_PKINDEX_MEMORY_DEFAULT ((size_t)128 << 20)
+
+/** Figures for logs, tests and the benchmark. */
+typedef struct firn__pkindex_stats {
+    size_t keys;           /* live keys (firn__pkindex_count) */
+    size_t runs;           /* run files */
+    uint64_t run_entries;  /* entries in runs, tombstones and shadowed ones included */
+    uint64_t disk_bytes;   /* bytes of run files */
+    size_t memtable_bytes; /* memtable slots allocated */
+    size_t memtable_entries;
+    size_t cache_bytes; /* page cache frames allocated */
+    size_t fence_bytes;
+    uint64_t flushes, merges, page_reads, page_hits;
+} firn__pkindex_stats;
+
+/** Returns an empty index in a private temporary folder with the default budget. Free with
+ * firn__pkindex_free. */
 firn__pkindex *firn__pkindex_new(void);
-/** Frees idx (NULL accepted). */
+/** Returns an empty index set up by o (NULL: defaults). Run files already in o->dir are removed
+ * when the first run is written. */
+firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o);
+/** Frees idx and removes its run files (NULL accepted). */
 void firn__pkindex_free(firn__pkindex *idx);
-/** Number of keys. */
+/** Number of live keys. Exact as long as the presence given to firn__pkindex_set/unset is
+ * (it is for the byte-key calls below). */
 size_t firn__pkindex_count(const firn__pkindex *idx);
-/** Registers a data file (location copied) and returns its ordinal. */
+/** Registers a data file (location copied) and returns its ordinal (at most 0xFFFFFFF0). */
 uint32_t firn__pkindex_add_file(firn__pkindex *idx, const char *location);
 /** Location of file ordinal (borrowed), NULL when out of range. */
 const char *firn__pkindex_file(const firn__pkindex *idx, uint32_t file);
 /** Number of registered files. */
 uint32_t firn__pkindex_files(const firn__pkindex *idx);
-/** Finds key (len bytes, from firn_batch_key_encode); true and *out set when present. */
-bool firn__pkindex_get(const firn__pkindex *idx, const uint8_t *key, size_t len, firn__pkloc *out);
-/** Sets key -> loc, replacing an earlier location. */
-void firn__pkindex_put(firn__pkindex *idx, const uint8_t *key, size_t len, firn__pkloc loc);
+/** Fingerprint of a key encoding (len bytes, from firn_batch_key_encode) in idx. */
+firn__pkkey firn__pkindex_key(const firn__pkindex *idx, const uint8_t *key, size_t len);
+
+/** Looks keys[0..n) up, in any order (sorted internally and merge-joined with the runs):
+ * out_found[i] tells whether keys[i] is present, out_locs[i] is then its location. Errors:
+ * FIRN_ERR_IO, FIRN_ERR_PARSE for a damaged run file. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_lookup(firn__pkindex *idx,
+                                             const firn__pkkey *keys,
+                                             size_t n,
+                                             firn__pkloc *out_locs,
+                                             bool *out_found,
+                                             firn_err *err);
+/** Sets k -> loc. present says whether k had a location before (from a lookup; false for keys
+ * known new, as in a backfill); it keeps the count exact and is not needed for correctness of
+ * lookups. May write a run and merge runs: FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc
+firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err);
+/** Removes k (present as for firn__pkindex_set; nothing to do when false). FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_unset(firn__pkindex *idx,
+                                            firn__pkkey k,
+                                            bool present,
+                                            firn_err *err);
+
+/** Finds key (len bytes, from firn_batch_key_encode): *out_found and, when found, *out. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_get(firn__pkindex *idx,
+                                          const uint8_t *key,
+                                          size_t len,
+                                          bool *out_found,
+                                          firn__pkloc *out,
+                                          firn_err *err);
+/** Sets key -> loc, replacing an earlier location (looks the key up first). */
+FIRN_MUST_CHECK firn_rc firn__pkindex_put(
+    firn__pkindex *idx, const uint8_t *key, size_t len, firn__pkloc loc, firn_err *err);
+/** Removes key; *out_removed (NULL accepted) tells whether it was present. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_remove(
+    firn__pkindex *idx, const uint8_t *key, size_t len, bool *out_removed, firn_err *err);
+
+/** Bulk mode (backfill, rebuild): while on, runs are not merged as they are written; turning it
+ * off merges them all into one (an external sort). FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err);
+/** Fills *out. */
+void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out);
+
+/* An exact in-memory map of key bytes -> (u32, u32), for small, short-lived maps (folding a
+ * buffer, grouping rows by partition). Not bounded: do not use for table-sized data. */
+typedef struct firn__keymap firn__keymap;
+
+/** Returns an empty map. Free with firn__keymap_free. */
+firn__keymap *firn__keymap_new(void);
+/** Frees m (NULL accepted). */
+void firn__keymap_free(firn__keymap *m);
+/** Number of keys. */
+size_t firn__keymap_count(const firn__keymap *m);
+/** Finds key; true and *out set when present. */
+bool firn__keymap_get(const firn__keymap *m, const uint8_t *key, size_t len, firn__pkloc *out);
+/** Sets key -> v, replacing an earlier value. */
+void firn__keymap_put(firn__keymap *m, const uint8_t *key, size_t len, firn__pkloc v);
 /** Removes key; true when it was present. */
-bool firn__pkindex_remove(firn__pkindex *idx, const uint8_t *key, size_t len);
+bool firn__keymap_remove(firn__keymap *m, const uint8_t *key, size_t len);
 
 /* ------------------------------------------------------------------------------------------------
  * Folding a buffer of changes by key (DESIGN.md step 2: last image wins).

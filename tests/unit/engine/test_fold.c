@@ -1,38 +1,34 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The in-memory primary-key index and folding of changes by key. */
+/* The exact in-memory key map and folding of changes by key. */
 #include "engine/engine_int.h"
 #include "t.h"
 
-T_TEST(pkindex_put_get_remove_grow)
+T_TEST(keymap_put_get_remove_grow)
 {
-    firn__pkindex *idx = firn__pkindex_new();
-    T_EQ_UINT(firn__pkindex_add_file(idx, "file:///w/a.parquet"), 0);
-    T_EQ_UINT(firn__pkindex_add_file(idx, "file:///w/b.parquet"), 1);
-    T_EQ_STR(firn__pkindex_file(idx, 1), "file:///w/b.parquet");
-    T_TRUE(firn__pkindex_file(idx, 2) == NULL);
+    firn__keymap *idx = firn__keymap_new();
     const uint32_t n = 200000;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t k = (uint64_t)i * 7919;
         firn__pkloc loc = {i % 2, i};
-        firn__pkindex_put(idx, (const uint8_t *)&k, sizeof(k), loc);
+        firn__keymap_put(idx, (const uint8_t *)&k, sizeof(k), loc);
     }
-    T_EQ_UINT(firn__pkindex_count(idx), n);
+    T_EQ_UINT(firn__keymap_count(idx), n);
     for (uint32_t i = 0; i < n; i += 2) {
         uint64_t k = (uint64_t)i * 7919;
-        T_TRUE(firn__pkindex_remove(idx, (const uint8_t *)&k, sizeof(k)));
-        T_FALSE(firn__pkindex_remove(idx, (const uint8_t *)&k, sizeof(k)));
+        T_TRUE(firn__keymap_remove(idx, (const uint8_t *)&k, sizeof(k)));
+        T_FALSE(firn__keymap_remove(idx, (const uint8_t *)&k, sizeof(k)));
     }
-    T_EQ_UINT(firn__pkindex_count(idx), n / 2);
+    T_EQ_UINT(firn__keymap_count(idx), n / 2);
     /* Re-insert half of the removed keys with new locations, forcing rehashes. */
     for (uint32_t i = 0; i < n; i += 4) {
         uint64_t k = (uint64_t)i * 7919;
         firn__pkloc loc = {7, i + 1};
-        firn__pkindex_put(idx, (const uint8_t *)&k, sizeof(k), loc);
+        firn__keymap_put(idx, (const uint8_t *)&k, sizeof(k), loc);
     }
     for (uint32_t i = 0; i < n; i++) {
         uint64_t k = (uint64_t)i * 7919;
         firn__pkloc loc = {0, 0};
-        bool found = firn__pkindex_get(idx, (const uint8_t *)&k, sizeof(k), &loc);
+        bool found = firn__keymap_get(idx, (const uint8_t *)&k, sizeof(k), &loc);
         if (i % 4 == 0) {
             T_TRUE(found);
             T_EQ_UINT(loc.file, 7);
@@ -48,11 +44,11 @@ T_TEST(pkindex_put_get_remove_grow)
     /* Same hash bucket, different lengths: exact comparison. */
     uint8_t a[3] = {1, 2, 3};
     firn__pkloc la = {1, 1};
-    firn__pkindex_put(idx, a, 2, la);
+    firn__keymap_put(idx, a, 2, la);
     firn__pkloc got;
-    T_TRUE(firn__pkindex_get(idx, a, 2, &got));
-    T_FALSE(firn__pkindex_get(idx, a, 3, &got));
-    firn__pkindex_free(idx);
+    T_TRUE(firn__keymap_get(idx, a, 2, &got));
+    T_FALSE(firn__keymap_get(idx, a, 3, &got));
+    firn__keymap_free(idx);
 }
 
 static firn_field *kv_schema(void)
@@ -122,4 +118,4 @@ T_TEST(fold_empty)
     firn_field_free(s);
 }
 
-T_MAIN(T_CASE(pkindex_put_get_remove_grow), T_CASE(fold_last_change_wins), T_CASE(fold_empty))
+T_MAIN(T_CASE(keymap_put_get_remove_grow), T_CASE(fold_last_change_wins), T_CASE(fold_empty))

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private pieces of the primary-key index shared by eng_pkindex*.c: entries, immutable
+ * hash-sorted run files with their fence pointers, and the bounded page cache
+ * (docs/internals/pkindex.md). */
+#ifndef FIRN_ENG_PKINDEX_INT_H
+#define FIRN_ENG_PKINDEX_INT_H
+
+#include "engine_int.h"
+
+/* Page size of run files; every page but the header holds entries. */
+#define PK_PAGE 4096
+/* Bytes after a page buffer so the bit reader may run past its end (damaged page) before the
+ * overrun check: one entry is at most 208 bits, and reads load 8 bytes. */
+#define PK_PAGE_PAD 64
+/* Entries per page are capped so a decoded page fits a fixed array. */
+#define PK_PAGE_MAX_ENTRIES 1024
+/* Bytes of a data page before its bit stream: crc32, entry count, reserved, first hash. */
+#define PK_PAGE_HEAD 16
+/* file1 of a tombstone (a key removed: shadows older runs). Live entries hold file + 1. */
+#define PK_TOMB 0u
+/* Largest file ordinal the index takes. */
+#define PK_FILE_MAX 0xFFFFFFF0u
+
+/** One index entry: key fingerprint (h, c), and where the key lives (file1 = file ordinal + 1,
+ * PK_TOMB for a removed key). Entries sort by (h, c). */
+typedef struct pk_entry {
+    uint64_t h;
+    uint32_t c;
+    uint32_t file1;
+    uint32_t pos;
+} pk_entry;
+
+static inline int pk_entry_cmp(const pk_entry *a, uint64_t h, uint32_t c)
+{
+    if (a->h != h)
+        return a->h < h ? -1 : 1;
+    return a->c == c ? 0 : (a->c < c ? -1 : 1);
+}
+
+/* ---- page cache --------------------------------------------------------------------------- */
+
+typedef struct firn__pkcache firn__pkcache;
+
+/** A cache of up to bytes / PK_PAGE pages of run files (at least 4), read with pread; frames
+ * are allocated on first use. */
+firn__pkcache *firn__pkcache_new(size_t bytes);
+void firn__pkcache_free(firn__pkcache *pc);
+/** Page `page` (0-based data page) of run `run_id` read from fd, checked against its crc. The
+ * pointer (PK_PAGE + PK_PAGE_PAD bytes) stays valid until the next call. FIRN_ERR_IO,
+ * FIRN_ERR_PARSE for a damaged page. */
+FIRN_MUST_CHECK firn_rc firn__pkcache_get(
+    firn__pkcache *pc, int fd, uint32_t run_id, uint32_t page, const uint8_t **out, firn_err *err);
+/** Forgets the pages of run_id (its file is gone). */
+void firn__pkcache_drop_run(firn__pkcache *pc, uint32_t run_id);
+/** Bytes of frames allocated so far. */
+size_t firn__pkcache_bytes(const firn__pkcache *pc);
+/** Reads, hits. */
+void firn__pkcache_stats(const firn__pkcache *pc, uint64_t *out_reads, uint64_t *out_hits);
+
+/* ---- runs --------------------------------------------------------------------------------- */
+
+/** An open, validated run file. fences[p] is the hash of the first entry of data page p. */
+typedef struct firn__pkrun {
+    uint32_t id;
+    uint32_t level; /* 0: flushed memtable; merges of level L give L + 1 */
+    char *path;
+    int fd;
+    uint64_t n_entries;
+    uint64_t n_tombs;
+    uint64_t min_h, max_h;
+    uint64_t file_bytes;
+    uint32_t n_pages;
+    uint8_t k;     /* Rice parameter of hash deltas */
+    uint8_t fb;    /* bits of file1 */
+    uint8_t pb;    /* bits of pos */
+    uint8_t has_c; /* entries carry the 32-bit check hash */
+    uint64_t *fences;
+} firn__pkrun;
+
+typedef struct firn__pkrun_writer firn__pkrun_writer;
+
+/** Parameters of a run to write: an upper bound on entries (sets the Rice parameter), the
+ * largest file1 and pos among them, whether any entry has c != 0. */
+typedef struct firn__pkrun_shape {
+    uint64_t n_upper;
+    uint32_t max_file1;
+    uint32_t max_pos;
+    bool has_c;
+    uint32_t level;
+} firn__pkrun_shape;
+
+/** Starts "<dir>/run-<id>.pkr" as "<...>.tmp". Errors: FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_writer_open(const char *dir,
+                                                uint32_t id,
+                                                const firn__pkrun_shape *shape,
+                                                firn__pkrun_writer **out,
+                                                firn_err *err);
+/** Appends e; entries come in (h, c) order, each (h, c) once (asserted). */
+FIRN_MUST_CHECK firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w,
+                                               const pk_entry *e,
+                                               firn_err *err);
+/** Writes the header and fences, renames the file into place (not synced), and opens it. The
+ * writer is freed whatever the outcome; on error the temporary file is removed. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_writer_finish(firn__pkrun_writer *w,
+                                                  firn__pkrun **out,
+                                                  firn_err *err);
+/** Drops an unfinished run (temporary file removed). NULL accepted. */
+void firn__pkrun_writer_abort(firn__pkrun_writer *w);
+
+/** Opens and validates a run file (magic, header and fence checksums, size). FIRN_ERR_IO,
+ * FIRN_ERR_PARSE for a damaged or partial file. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_open(const char *path, firn__pkrun **out, firn_err *err);
+/** Makes r's file durable (fsync). FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_sync(const firn__pkrun *r, firn_err *err);
+/** fsyncs a folder (best effort), after renames in it. */
+void firn__pkrun_fsync_dir(const char *dir);
+/** Closes r, deleting its file when unlink_file. NULL accepted. */
+void firn__pkrun_close(firn__pkrun *r, bool unlink_file);
+/** Decodes data page `page` (bytes from the cache or a read) into out[PK_PAGE_MAX_ENTRIES].
+ * FIRN_ERR_PARSE when the page does not decode. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_decode(
+    const firn__pkrun *r, const uint8_t *bytes, pk_entry *out, size_t *out_n, firn_err *err);
+/** Checks the crc of a page read from run r. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_check_page(const uint8_t *bytes,
+                                               const char *path,
+                                               uint32_t page,
+                                               firn_err *err);
+/** Index of the page where entries with hash h may start: the last page whose first hash is
+ * below h (0 when none). */
+uint32_t firn__pkrun_find_page(const firn__pkrun *r, uint64_t h, uint32_t from);
+
+/** A position in one page of a run, decoding entries on demand (lookups). e is the current
+ * entry while ok. */
+typedef struct firn__pkpage_cur {
+    const uint8_t *bytes;
+    size_t bitpos;
+    uint32_t n, i;
+    pk_entry e;
+    bool ok;
+} firn__pkpage_cur;
+
+/** Positions c at the first entry of a page (bytes from the cache). FIRN_ERR_PARSE. */
+FIRN_MUST_CHECK firn_rc firn__pkpage_begin(const firn__pkrun *r,
+                                           const uint8_t *bytes,
+                                           firn__pkpage_cur *c,
+                                           firn_err *err);
+/** Moves c to the next entry of its page; c->ok false past the last. FIRN_ERR_PARSE. */
+FIRN_MUST_CHECK firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err);
+
+/** SipHash-2-4 with a 128-bit result (Aumasson and Bernstein) of p[0..len) under key[16]. */
+void firn__pk_siphash128(const uint8_t key[16], const uint8_t *p, size_t len, uint64_t out[2]);
+
+/** Reads a run front to back (merges), a few pages per read, decoded one page at a time. */
+typedef struct firn__pkrun_iter {
+    const firn__pkrun *run;
+    uint8_t *buf;       /* PK_ITER_PAGES pages (+ pad) */
+    uint32_t next_page; /* next page to decode */
+    uint32_t buf_first; /* first page held in buf */
+    uint32_t buf_n;     /* pages held in buf */
+    pk_entry *ents;     /* decoded current page */
+    size_t n, i;
+    bool done;
+} firn__pkrun_iter;
+
+void firn__pkrun_iter_init(firn__pkrun_iter *it, const firn__pkrun *r);
+void firn__pkrun_iter_deinit(firn__pkrun_iter *it);
+/** Moves to the next entry; sets it->done past the last. The current entry is
+ * it->ents[it->i] while !done. */
+FIRN_MUST_CHECK firn_rc firn__pkrun_iter_next(firn__pkrun_iter *it, firn_err *err);
+
+/** Test hook: when not 0, counts down once per page written (all writers of the process, not
+ * thread-safe) and the write that brings it to 0 fails with FIRN_ERR_IO. */
+extern uint64_t firn__pkrun_fail_after_pages;
+
+#endif

@@ -1,0 +1,794 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Run files of the primary-key index: immutable, sorted by key hash, 4 KiB pages of Rice-coded
+ * hash deltas and bit-packed locations, a header page and fence pointers, written to a temporary
+ * name, fsynced and renamed into place (docs/internals/pkindex.md "Run files"). */
+#include "eng_pkindex_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define RUN_MAGIC   "FIRNPKR1"
+#define RUN_VERSION 1u
+/* Hash-delta quotients from ESC up are written as ESC one bits and the raw 64-bit delta. */
+#define RICE_ESC 48u
+/* Pages the writer and the merge iterator move per system call. */
+#define WRITE_PAGES 16u
+#define ITER_PAGES  8u
+
+uint64_t firn__pkrun_fail_after_pages;
+
+/* ---- little-endian bit I/O over a page (PK_PAGE_PAD bytes of slack after it) ---------------- */
+
+static inline uint64_t ld64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline void st64(uint8_t *p, uint64_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, 8);
+}
+
+static inline uint32_t ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void st32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint64_t low_bits(uint64_t v, unsigned n)
+{
+    return n >= 64 ? v : v & ((1ull << n) - 1);
+}
+
+/* ORs the low n bits of v at bit position *pos (bits beyond are zero in the page). */
+static void put_bits(uint8_t *p, size_t *pos, uint64_t v, unsigned n)
+{
+    while (n > 0) {
+        unsigned take = n > 56 ? 56 : n;
+        uint8_t *at = p + (*pos >> 3);
+        st64(at, ld64(at) | low_bits(v, take) << (*pos & 7));
+        v = take == 64 ? 0 : v >> take;
+        n -= take;
+        *pos += take;
+    }
+}
+
+static uint64_t get_bits(const uint8_t *p, size_t *pos, unsigned n)
+{
+    uint64_t v = 0;
+    unsigned got = 0;
+    while (got < n) {
+        unsigned take = n - got > 56 ? 56 : n - got;
+        uint64_t w = ld64(p + (*pos >> 3)) >> (*pos & 7);
+        v |= low_bits(w, take) << got;
+        got += take;
+        *pos += take;
+    }
+    return v;
+}
+
+/* Counts leading one bits (up to RICE_ESC) and consumes them and, below RICE_ESC, the zero. */
+static unsigned get_unary(const uint8_t *p, size_t *pos)
+{
+    uint64_t w = ld64(p + (*pos >> 3)) >> (*pos & 7);
+    uint64_t inv = ~w;
+    unsigned ones = inv ? (unsigned)__builtin_ctzll(inv) : 64;
+    if (ones >= RICE_ESC) {
+        *pos += RICE_ESC;
+        return RICE_ESC;
+    }
+    *pos += ones + 1;
+    return ones;
+}
+
+static unsigned bits_for(uint64_t max)
+{
+    return max ? 64u - (unsigned)__builtin_clzll(max) : 0u;
+}
+
+/* Rice parameter for n uniformly spread 64-bit hashes: about log2(0.69 * mean gap). */
+static uint8_t rice_k(uint64_t n)
+{
+    if (n < 2)
+        return 63;
+    double gap = 18446744073709551616.0 / (double)n * 0.69;
+    unsigned k = 0;
+    while (k < 63 && (double)(1ull << (k + 1)) <= gap)
+        k++;
+    return (uint8_t)k;
+}
+
+static uint32_t page_crc(const uint8_t *page)
+{
+    return (uint32_t)crc32(0L, page + 4, PK_PAGE - 4);
+}
+
+firn_rc firn__pkrun_check_page(const uint8_t *bytes, const char *path, uint32_t page, firn_err *err)
+{
+    if (ld32(bytes) != page_crc(bytes))
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page %u fails its checksum",
+                            path, page);
+    return FIRN_OK;
+}
+
+/* ---- writer ------------------------------------------------------------------------------- */
+
+struct firn__pkrun_writer {
+    char *tmp;
+    char *final;
+    char *dir;
+    int fd;
+    uint32_t id;
+    firn__pkrun_shape shape;
+    uint8_t k, fb, pb;
+    uint8_t *out; /* WRITE_PAGES pages waiting for write(); page 0 of the file is skipped */
+    uint32_t out_n;
+    uint8_t page[PK_PAGE + PK_PAGE_PAD];
+    size_t bitpos;
+    uint32_t page_n;
+    uint64_t prev_h;
+    pk_entry last;
+    uint64_t *fences;
+    size_t fences_cap;
+    uint32_t n_pages;
+    uint64_t n_entries, n_tombs;
+};
+
+static char *path_join(const char *dir, const char *name)
+{
+    firn_buf b;
+    firn_buf_init(&b, 8192);
+    firn_rc_ignore(firn_buf_appendf(&b, "%s/%s", dir, name));
+    return (char *)firn_buf_take(&b, NULL);
+}
+
+static firn_rc write_all(int fd, const void *p, size_t len, const char *path, firn_err *err)
+{
+    const uint8_t *b = p;
+    while (len > 0) {
+        ssize_t n = write(fd, b, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not write \"%s\"", path);
+        b += n;
+        len -= (size_t)n;
+    }
+    return FIRN_OK;
+}
+
+firn_rc firn__pkrun_writer_open(const char *dir,
+                                uint32_t id,
+                                const firn__pkrun_shape *shape,
+                                firn__pkrun_writer **out,
+                                firn_err *err)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "run-%08u.pkr", id);
+    firn__pkrun_writer *w = firn_calloc(1, sizeof(*w));
+    w->final = path_join(dir, name);
+    snprintf(name, sizeof(name), "run-%08u.tmp", id);
+    w->tmp = path_join(dir, name);
+    w->dir = firn_strdup(dir);
+    w->id = id;
+    w->shape = *shape;
+    w->k = rice_k(shape->n_upper);
+    w->fb = (uint8_t)bits_for(shape->max_file1);
+    w->pb = (uint8_t)bits_for(shape->max_pos);
+    w->out = firn_malloc((size_t)WRITE_PAGES * PK_PAGE);
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        firn_rc rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create \"%s\"", w->tmp);
+        w->fd = -1;
+        firn__pkrun_writer_abort(w);
+        return rc;
+    }
+    /* The header page is written last, in place. */
+    if (lseek(w->fd, PK_PAGE, SEEK_SET) < 0) {
+        firn_rc rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not seek \"%s\"", w->tmp);
+        firn__pkrun_writer_abort(w);
+        return rc;
+    }
+    *out = w;
+    return FIRN_OK;
+}
+
+void firn__pkrun_writer_abort(firn__pkrun_writer *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0) {
+        close(w->fd);
+        unlink(w->tmp);
+    }
+    firn_free(w->tmp);
+    firn_free(w->final);
+    firn_free(w->dir);
+    firn_free(w->out);
+    firn_free(w->fences);
+    firn_free(w);
+}
+
+static firn_rc flush_out(firn__pkrun_writer *w, firn_err *err)
+{
+    if (w->out_n == 0)
+        return FIRN_OK;
+    FIRN_TRY(write_all(w->fd, w->out, (size_t)w->out_n * PK_PAGE, w->tmp, err));
+    w->out_n = 0;
+    return FIRN_OK;
+}
+
+static firn_rc emit_page(firn__pkrun_writer *w, firn_err *err)
+{
+    if (firn__pkrun_fail_after_pages && --firn__pkrun_fail_after_pages == 0)
+        return firn_err_set(err, FIRN_ERR_IO, "could not write \"%s\": injected failure", w->tmp);
+    w->page[4] = (uint8_t)w->page_n;
+    w->page[5] = (uint8_t)(w->page_n >> 8);
+    st32(w->page, page_crc(w->page));
+    memcpy(w->out + (size_t)w->out_n * PK_PAGE, w->page, PK_PAGE);
+    w->out_n++;
+    w->n_pages++;
+    w->page_n = 0;
+    if (w->out_n == WRITE_PAGES)
+        return flush_out(w, err);
+    return FIRN_OK;
+}
+
+static unsigned fixed_bits(const firn__pkrun_writer *w)
+{
+    return (w->shape.has_c ? 32u : 0u) + w->fb + w->pb;
+}
+
+static void start_page(firn__pkrun_writer *w, const pk_entry *e)
+{
+    memset(w->page, 0, sizeof(w->page));
+    st64(w->page + 8, e->h);
+    w->bitpos = (size_t)PK_PAGE_HEAD * 8;
+    if (w->n_pages + 1 > w->fences_cap) {
+        w->fences_cap = w->fences_cap ? w->fences_cap * 2 : 64;
+        w->fences = firn_reallocarray(w->fences, w->fences_cap, sizeof(uint64_t));
+    }
+    w->fences[w->n_pages] = e->h;
+}
+
+firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w, const pk_entry *e, firn_err *err)
+{
+    if (w->n_entries > 0)
+        FIRN_ASSERT(pk_entry_cmp(&w->last, e->h, e->c) < 0);
+    FIRN_ASSERT(e->file1 <= w->shape.max_file1 && e->pos <= w->shape.max_pos);
+    FIRN_ASSERT(w->shape.has_c || e->c == 0);
+    if (w->page_n > 0) {
+        uint64_t delta = e->h - w->prev_h;
+        uint64_t q = delta >> w->k;
+        size_t bits = fixed_bits(w) + (q < RICE_ESC ? q + 1 + w->k : RICE_ESC + 64);
+        if (w->page_n == PK_PAGE_MAX_ENTRIES || w->bitpos + bits > (size_t)PK_PAGE * 8)
+            FIRN_TRY(emit_page(w, err));
+    }
+    if (w->page_n == 0) {
+        start_page(w, e);
+    } else {
+        uint64_t delta = e->h - w->prev_h;
+        uint64_t q = delta >> w->k;
+        if (q < RICE_ESC) {
+            put_bits(w->page, &w->bitpos, (1ull << q) - 1, (unsigned)q + 1); /* q ones, a zero */
+            put_bits(w->page, &w->bitpos, delta, w->k);
+        } else {
+            put_bits(w->page, &w->bitpos, (1ull << RICE_ESC) - 1, RICE_ESC);
+            put_bits(w->page, &w->bitpos, delta, 64);
+        }
+    }
+    if (w->shape.has_c)
+        put_bits(w->page, &w->bitpos, e->c, 32);
+    put_bits(w->page, &w->bitpos, e->file1, w->fb);
+    put_bits(w->page, &w->bitpos, e->pos, w->pb);
+    w->page_n++;
+    w->prev_h = e->h;
+    w->last = *e;
+    w->n_entries++;
+    if (e->file1 == PK_TOMB)
+        w->n_tombs++;
+    return FIRN_OK;
+}
+
+static void fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: some file systems refuse fsync on folders */
+        close(fd);
+    }
+}
+
+static void build_header(const firn__pkrun_writer *w, uint32_t fence_crc, uint8_t *hdr)
+{
+    memset(hdr, 0, PK_PAGE);
+    memcpy(hdr, RUN_MAGIC, 8);
+    st32(hdr + 8, RUN_VERSION);
+    st64(hdr + 16, w->n_entries);
+    st64(hdr + 24, w->n_tombs);
+    st32(hdr + 32, w->n_pages);
+    hdr[36] = w->k;
+    hdr[37] = w->fb;
+    hdr[38] = w->pb;
+    hdr[39] = w->shape.has_c ? 1 : 0;
+    st64(hdr + 40, w->fences[0]);
+    st64(hdr + 48, w->last.h);
+    st32(hdr + 56, fence_crc);
+    st32(hdr + 60, w->id);
+    st64(hdr + 64, (uint64_t)PK_PAGE * (1u + w->n_pages) + 8ull * w->n_pages);
+    st32(hdr + 72, w->shape.level);
+    st32(hdr + 12, (uint32_t)crc32(0L, hdr + 16, PK_PAGE - 16));
+}
+
+/* Fences after the pages, then the header page in place. No fsync: a run only needs to be
+ * durable once a checkpoint refers to it (firn__pkrun_sync). */
+static firn_rc write_tail(firn__pkrun_writer *w, firn_err *err)
+{
+    FIRN_TRY(emit_page(w, err));
+    FIRN_TRY(flush_out(w, err));
+    uint32_t fcrc = 0;
+    uint8_t chunk[512];
+    for (uint32_t p = 0; p < w->n_pages;) {
+        size_t n = 0;
+        for (; n < sizeof(chunk) / 8 && p < w->n_pages; n++, p++)
+            st64(chunk + n * 8, w->fences[p]);
+        fcrc = (uint32_t)crc32(fcrc, chunk, (uInt)(n * 8));
+        FIRN_TRY(write_all(w->fd, chunk, n * 8, w->tmp, err));
+    }
+    uint8_t *hdr = firn_malloc(PK_PAGE);
+    build_header(w, fcrc, hdr);
+    firn_rc rc = FIRN_OK;
+    if (pwrite(w->fd, hdr, PK_PAGE, 0) != PK_PAGE)
+        rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not write \"%s\"", w->tmp);
+    firn_free(hdr);
+    return rc;
+}
+
+firn_rc firn__pkrun_writer_finish(firn__pkrun_writer *w, firn__pkrun **out, firn_err *err)
+{
+    *out = NULL;
+    if (w->n_entries == 0) {
+        firn__pkrun_writer_abort(w);
+        return FIRN_OK;
+    }
+    firn_rc rc = write_tail(w, err);
+    if (rc == FIRN_OK) {
+        int fd = w->fd;
+        w->fd = -1;
+        if (close(fd) != 0)
+            rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not close \"%s\"", w->tmp);
+        else if (rename(w->tmp, w->final) != 0)
+            rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not rename \"%s\"", w->tmp);
+        if (rc)
+            unlink(w->tmp);
+    }
+    if (rc == FIRN_OK) {
+        rc = firn__pkrun_open(w->final, out, err);
+        if (rc)
+            unlink(w->final);
+    }
+    firn__pkrun_writer_abort(w);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static firn_rc read_at(int fd, void *p, size_t len, uint64_t off, const char *path, firn_err *err)
+{
+    uint8_t *b = p;
+    while (len > 0) {
+        ssize_t n = pread(fd, b, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not read \"%s\"", path);
+        if (n == 0)
+            return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" is truncated", path);
+        b += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return FIRN_OK;
+}
+
+static firn_rc parse_header(firn__pkrun *r, const uint8_t *hdr, uint64_t size, firn_err *err)
+{
+    if (memcmp(hdr, RUN_MAGIC, 8) != 0 || ld32(hdr + 8) != RUN_VERSION ||
+        ld32(hdr + 12) != (uint32_t)crc32(0L, hdr + 16, PK_PAGE - 16))
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" has a damaged header", r->path);
+    r->n_entries = ld64(hdr + 16);
+    r->n_tombs = ld64(hdr + 24);
+    r->n_pages = ld32(hdr + 32);
+    r->k = hdr[36];
+    r->fb = hdr[37];
+    r->pb = hdr[38];
+    r->has_c = hdr[39];
+    r->min_h = ld64(hdr + 40);
+    r->max_h = ld64(hdr + 48);
+    r->id = ld32(hdr + 60);
+    r->file_bytes = ld64(hdr + 64);
+    r->level = ld32(hdr + 72);
+    uint64_t want = (uint64_t)PK_PAGE * (1u + (uint64_t)r->n_pages) + 8ull * r->n_pages;
+    if (r->file_bytes != want || size != want || r->n_pages == 0 || r->k > 63 || r->fb > 32 ||
+        r->pb > 32 || r->has_c > 1 || r->n_entries < r->n_pages ||
+        r->n_entries > (uint64_t)r->n_pages * PK_PAGE_MAX_ENTRIES)
+        return firn_err_set(err, FIRN_ERR_PARSE,
+                            "index run \"%s\" is incomplete (%llu bytes, %llu expected)", r->path,
+                            (unsigned long long)size, (unsigned long long)want);
+    return FIRN_OK;
+}
+
+static firn_rc read_fences(firn__pkrun *r, uint32_t want_crc, firn_err *err)
+{
+    size_t bytes = (size_t)r->n_pages * 8;
+    uint8_t *raw = firn_malloc(bytes);
+    firn_rc rc = read_at(r->fd, raw, bytes, (uint64_t)PK_PAGE * (1u + r->n_pages), r->path, err);
+    if (rc == FIRN_OK && (uint32_t)crc32(0L, raw, (uInt)bytes) != want_crc)
+        rc = firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" has damaged fences", r->path);
+    if (rc == FIRN_OK) {
+        r->fences = firn_calloc(r->n_pages, sizeof(uint64_t));
+        for (uint32_t p = 0; p < r->n_pages; p++) {
+            r->fences[p] = ld64(raw + (size_t)p * 8);
+            if (p > 0 && r->fences[p] < r->fences[p - 1])
+                rc = firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" has unsorted fences",
+                                  r->path);
+        }
+    }
+    firn_free(raw);
+    return rc;
+}
+
+firn_rc firn__pkrun_open(const char *path, firn__pkrun **out, firn_err *err)
+{
+    *out = NULL;
+    firn__pkrun *r = firn_calloc(1, sizeof(*r));
+    r->path = firn_strdup(path);
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint8_t *hdr = firn_malloc(PK_PAGE);
+    firn_rc rc = FIRN_OK;
+    struct stat st;
+    if (r->fd < 0 || fstat(r->fd, &st) != 0) {
+        rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not open \"%s\"", path);
+    } else if ((uint64_t)st.st_size < PK_PAGE) {
+        rc = firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" is incomplete", path);
+    } else {
+        rc = read_at(r->fd, hdr, PK_PAGE, 0, path, err);
+        if (rc == FIRN_OK)
+            rc = parse_header(r, hdr, (uint64_t)st.st_size, err);
+        if (rc == FIRN_OK)
+            rc = read_fences(r, ld32(hdr + 56), err);
+    }
+    firn_free(hdr);
+    if (rc) {
+        firn__pkrun_close(r, false);
+        return rc;
+    }
+    *out = r;
+    return FIRN_OK;
+}
+
+firn_rc firn__pkrun_sync(const firn__pkrun *r, firn_err *err)
+{
+    if (fsync(r->fd) != 0)
+        return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not fsync \"%s\"", r->path);
+    return FIRN_OK;
+}
+
+void firn__pkrun_fsync_dir(const char *dir)
+{
+    fsync_dir(dir);
+}
+
+void firn__pkrun_close(firn__pkrun *r, bool unlink_file)
+{
+    if (!r)
+        return;
+    if (r->fd >= 0)
+        close(r->fd);
+    if (unlink_file)
+        unlink(r->path);
+    firn_free(r->path);
+    firn_free(r->fences);
+    firn_free(r);
+}
+
+uint32_t firn__pkrun_find_page(const firn__pkrun *r, uint64_t h, uint32_t from)
+{
+    /* Last page p >= from with fences[p] < h, or from. */
+    uint32_t lo = from, hi = r->n_pages;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->fences[mid] < h)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+firn_rc firn__pkrun_decode(
+    const firn__pkrun *r, const uint8_t *bytes, pk_entry *out, size_t *out_n, firn_err *err)
+{
+    size_t n = (size_t)bytes[4] | (size_t)bytes[5] << 8;
+    if (n == 0 || n > PK_PAGE_MAX_ENTRIES)
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": bad page entry count %zu",
+                            r->path, n);
+    size_t pos = (size_t)PK_PAGE_HEAD * 8;
+    const size_t end = (size_t)PK_PAGE * 8;
+    uint64_t h = ld64(bytes + 8);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0) {
+            unsigned q = get_unary(bytes, &pos);
+            uint64_t delta = q == RICE_ESC ? get_bits(bytes, &pos, 64)
+                                           : (uint64_t)q << r->k | get_bits(bytes, &pos, r->k);
+            h += delta;
+        }
+        out[i].h = h;
+        out[i].c = r->has_c ? (uint32_t)get_bits(bytes, &pos, 32) : 0;
+        out[i].file1 = (uint32_t)get_bits(bytes, &pos, r->fb);
+        out[i].pos = (uint32_t)get_bits(bytes, &pos, r->pb);
+        if (pos > end)
+            return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page overruns", r->path);
+    }
+    *out_n = n;
+    return FIRN_OK;
+}
+
+static firn_rc decode_one(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+{
+    if (c->i > 0) {
+        unsigned q = get_unary(c->bytes, &c->bitpos);
+        uint64_t delta = q == RICE_ESC ? get_bits(c->bytes, &c->bitpos, 64)
+                                       : (uint64_t)q << r->k | get_bits(c->bytes, &c->bitpos, r->k);
+        c->e.h += delta;
+    }
+    c->e.c = r->has_c ? (uint32_t)get_bits(c->bytes, &c->bitpos, 32) : 0;
+    c->e.file1 = (uint32_t)get_bits(c->bytes, &c->bitpos, r->fb);
+    c->e.pos = (uint32_t)get_bits(c->bytes, &c->bitpos, r->pb);
+    if (c->bitpos > (size_t)PK_PAGE * 8)
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page overruns", r->path);
+    c->ok = true;
+    return FIRN_OK;
+}
+
+firn_rc
+firn__pkpage_begin(const firn__pkrun *r, const uint8_t *bytes, firn__pkpage_cur *c, firn_err *err)
+{
+    c->bytes = bytes;
+    c->n = (uint32_t)bytes[4] | (uint32_t)bytes[5] << 8;
+    c->i = 0;
+    c->ok = false;
+    c->bitpos = (size_t)PK_PAGE_HEAD * 8;
+    c->e.h = ld64(bytes + 8);
+    if (c->n == 0 || c->n > PK_PAGE_MAX_ENTRIES)
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": bad page entry count %u",
+                            r->path, c->n);
+    return decode_one(r, c, err);
+}
+
+firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+{
+    if (c->i + 1 >= c->n) {
+        c->ok = false;
+        return FIRN_OK;
+    }
+    c->i++;
+    return decode_one(r, c, err);
+}
+
+/* ---- sequential iteration (merges) -------------------------------------------------------- */
+
+void firn__pkrun_iter_init(firn__pkrun_iter *it, const firn__pkrun *r)
+{
+    memset(it, 0, sizeof(*it));
+    it->run = r;
+    it->buf = firn_malloc((size_t)ITER_PAGES * PK_PAGE + PK_PAGE_PAD);
+    it->ents = firn_malloc(PK_PAGE_MAX_ENTRIES * sizeof(pk_entry));
+}
+
+void firn__pkrun_iter_deinit(firn__pkrun_iter *it)
+{
+    firn_free(it->buf);
+    firn_free(it->ents);
+    memset(it, 0, sizeof(*it));
+}
+
+firn_rc firn__pkrun_iter_next(firn__pkrun_iter *it, firn_err *err)
+{
+    if (it->i + 1 < it->n) {
+        it->i++;
+        return FIRN_OK;
+    }
+    const firn__pkrun *r = it->run;
+    if (it->next_page >= r->n_pages) {
+        it->done = true;
+        return FIRN_OK;
+    }
+    if (it->next_page >= it->buf_first + it->buf_n) {
+        uint32_t n = r->n_pages - it->next_page;
+        n = n > ITER_PAGES ? ITER_PAGES : n;
+        FIRN_TRY(read_at(r->fd, it->buf, (size_t)n * PK_PAGE,
+                         (uint64_t)PK_PAGE * (1u + it->next_page), r->path, err));
+        memset(it->buf + (size_t)n * PK_PAGE, 0, PK_PAGE_PAD);
+        it->buf_first = it->next_page;
+        it->buf_n = n;
+    }
+    const uint8_t *page = it->buf + (size_t)(it->next_page - it->buf_first) * PK_PAGE;
+    FIRN_TRY(firn__pkrun_check_page(page, r->path, it->next_page, err));
+    /* Pages are decoded in place: the next page's first bytes serve as the read pad. */
+    FIRN_TRY(firn__pkrun_decode(r, page, it->ents, &it->n, err));
+    it->next_page++;
+    it->i = 0;
+    return FIRN_OK;
+}
+
+/* ---- page cache (CLOCK over fixed 4 KiB frames, allocated in slabs as used) --------------- */
+
+#define FRAME_BYTES     (PK_PAGE + PK_PAGE_PAD)
+#define SLAB_FRAMES_MAX 256u
+#define FRAME_FREE      UINT64_MAX
+
+struct firn__pkcache {
+    size_t n_frames;
+    size_t slab_frames;
+    size_t n_used; /* frames handed out so far (slabs allocated to cover them) */
+    uint8_t **slabs;
+    uint64_t *keys;
+    int32_t *next;
+    uint8_t *ref;
+    int32_t *buckets;
+    unsigned bucket_bits;
+    size_t hand;
+    uint64_t reads, hits;
+};
+
+firn__pkcache *firn__pkcache_new(size_t bytes)
+{
+    firn__pkcache *pc = firn_calloc(1, sizeof(*pc));
+    pc->n_frames = bytes / FRAME_BYTES < 4 ? 4 : bytes / FRAME_BYTES;
+    pc->slab_frames = pc->n_frames < SLAB_FRAMES_MAX ? pc->n_frames : SLAB_FRAMES_MAX;
+    pc->slabs = firn_calloc((pc->n_frames + pc->slab_frames - 1) / pc->slab_frames, sizeof(void *));
+    pc->keys = firn_malloc(pc->n_frames * sizeof(uint64_t));
+    pc->next = firn_malloc(pc->n_frames * sizeof(int32_t));
+    pc->ref = firn_calloc(pc->n_frames, 1);
+    for (size_t i = 0; i < pc->n_frames; i++)
+        pc->keys[i] = FRAME_FREE;
+    pc->bucket_bits = 2;
+    while (((size_t)1 << pc->bucket_bits) < pc->n_frames * 2)
+        pc->bucket_bits++;
+    size_t nb = (size_t)1 << pc->bucket_bits;
+    pc->buckets = firn_malloc(nb * sizeof(int32_t));
+    for (size_t i = 0; i < nb; i++)
+        pc->buckets[i] = -1;
+    return pc;
+}
+
+void firn__pkcache_free(firn__pkcache *pc)
+{
+    if (!pc)
+        return;
+    for (size_t s = 0; s * pc->slab_frames < pc->n_frames; s++)
+        firn_free(pc->slabs[s]);
+    firn_free(pc->slabs);
+    firn_free(pc->keys);
+    firn_free(pc->next);
+    firn_free(pc->ref);
+    firn_free(pc->buckets);
+    firn_free(pc);
+}
+
+static size_t bucket_of(const firn__pkcache *pc, uint64_t key)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> (64 - pc->bucket_bits));
+}
+
+static uint8_t *frame_data(firn__pkcache *pc, size_t f)
+{
+    return pc->slabs[f / pc->slab_frames] + (f % pc->slab_frames) * FRAME_BYTES;
+}
+
+static void unlink_frame(firn__pkcache *pc, size_t f)
+{
+    int32_t *at = &pc->buckets[bucket_of(pc, pc->keys[f])];
+    while (*at != (int32_t)f) {
+        FIRN_ASSERT(*at >= 0);
+        at = &pc->next[*at];
+    }
+    *at = pc->next[f];
+    pc->keys[f] = FRAME_FREE;
+}
+
+/* A frame to fill: a never-used one while there are, else a free or unreferenced one. */
+static size_t take_frame(firn__pkcache *pc)
+{
+    if (pc->n_used < pc->n_frames) {
+        size_t f = pc->n_used++;
+        if (f % pc->slab_frames == 0)
+            pc->slabs[f / pc->slab_frames] = firn_malloc(pc->slab_frames * FRAME_BYTES);
+        return f;
+    }
+    for (;;) {
+        size_t f = pc->hand;
+        pc->hand = (pc->hand + 1) % pc->n_frames;
+        if (pc->keys[f] == FRAME_FREE)
+            return f;
+        if (pc->ref[f]) {
+            pc->ref[f] = 0;
+            continue;
+        }
+        unlink_frame(pc, f);
+        return f;
+    }
+}
+
+firn_rc firn__pkcache_get(
+    firn__pkcache *pc, int fd, uint32_t run_id, uint32_t page, const uint8_t **out, firn_err *err)
+{
+    uint64_t key = (uint64_t)run_id << 32 | page;
+    size_t b = bucket_of(pc, key);
+    pc->reads++;
+    for (int32_t f = pc->buckets[b]; f >= 0; f = pc->next[f]) {
+        if (pc->keys[f] == key) {
+            pc->ref[f] = 1;
+            pc->hits++;
+            *out = frame_data(pc, (size_t)f);
+            return FIRN_OK;
+        }
+    }
+    size_t f = take_frame(pc);
+    uint8_t *data = frame_data(pc, f);
+    char what[64];
+    snprintf(what, sizeof(what), "index run %u", run_id);
+    firn_rc rc = read_at(fd, data, PK_PAGE, (uint64_t)PK_PAGE * (1u + (uint64_t)page), what, err);
+    if (rc == FIRN_OK)
+        rc = firn__pkrun_check_page(data, what, page, err);
+    if (rc)
+        return rc; /* the frame stays free */
+    memset(data + PK_PAGE, 0, PK_PAGE_PAD);
+    pc->keys[f] = key;
+    pc->ref[f] = 1;
+    pc->next[f] = pc->buckets[b];
+    pc->buckets[b] = (int32_t)f;
+    *out = data;
+    return FIRN_OK;
+}
+
+void firn__pkcache_drop_run(firn__pkcache *pc, uint32_t run_id)
+{
+    for (size_t f = 0; f < pc->n_used; f++) {
+        if (pc->keys[f] != FRAME_FREE && (uint32_t)(pc->keys[f] >> 32) == run_id)
+            unlink_frame(pc, f);
+    }
+}
+
+size_t firn__pkcache_bytes(const firn__pkcache *pc)
+{
+    size_t slabs = (pc->n_used + pc->slab_frames - 1) / pc->slab_frames;
+    return slabs * pc->slab_frames * FRAME_BYTES;
+}
+
+void firn__pkcache_stats(const firn__pkcache *pc, uint64_t *out_reads, uint64_t *out_hits)
+{
+    *out_reads = pc->reads;
+    *out_hits = pc->hits;
+}
