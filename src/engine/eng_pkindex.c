@@ -723,12 +723,17 @@ static int probe_cmp(const void *a, const void *b)
     return x->c == y->c ? 0 : (x->c < y->c ? -1 : 1);
 }
 
-static firn_rc load_page(
-    firn__pkindex *idx, const firn__pkrun *r, uint32_t p, firn__pkpage_cur *cur, firn_err *err)
+/* Positions cur in page p of r, near the entries of hash h. */
+static firn_rc load_page(firn__pkindex *idx,
+                         const firn__pkrun *r,
+                         uint32_t p,
+                         uint64_t h,
+                         firn__pkpage_cur *cur,
+                         firn_err *err)
 {
     const uint8_t *bytes;
     FIRN_TRY(firn__pkcache_get(idx->cache, r->fd, r->id, p, &bytes, err));
-    return firn__pkpage_begin(r, bytes, cur, err);
+    return firn__pkpage_begin(r, bytes, h, cur, err);
 }
 
 /* Moves the cursor to the first entry >= p (crossing into the next pages that may hold p's
@@ -741,6 +746,8 @@ static firn_rc seek(firn__pkindex *idx,
                     int *cmp,
                     firn_err *err)
 {
+    if (cur->ok)
+        FIRN_TRY(firn__pkpage_seek(r, cur, p->h, err));
     for (;;) {
         if (cur->ok) {
             *cmp = pk_entry_cmp(&cur->e, p->h, p->c);
@@ -751,7 +758,7 @@ static firn_rc seek(firn__pkindex *idx,
         }
         if (*page + 1 < r->n_pages && r->fences[*page + 1] <= p->h) {
             ++*page;
-            FIRN_TRY(load_page(idx, r, *page, cur, err));
+            FIRN_TRY(load_page(idx, r, *page, p->h, cur, err));
             continue;
         }
         *cmp = -1;
@@ -780,7 +787,7 @@ static firn_rc probe_run(firn__pkindex *idx,
         uint32_t want = firn__pkrun_find_page(r, p->h, page == UINT32_MAX ? 0 : page);
         if (page == UINT32_MAX || want > page) {
             page = want;
-            FIRN_TRY(load_page(idx, r, page, &cur, err));
+            FIRN_TRY(load_page(idx, r, page, p->h, &cur, err));
         }
         int cmp;
         FIRN_TRY(seek(idx, r, &page, &cur, p, &cmp, err));

@@ -14,8 +14,13 @@
 #define PK_PAGE_PAD 64
 /* Entries per page are capped so a decoded page fits a fixed array. */
 #define PK_PAGE_MAX_ENTRIES 1024
-/* Bytes of a data page before its bit stream: crc32, entry count, reserved, first hash. */
+/* Bytes of a data page before its bit stream: crc32, entry count, anchor count, reserved, first
+ * hash. */
 #define PK_PAGE_HEAD 16
+/* Every PK_ANCHOR_EVERY-th entry of a page is an anchor: its hash and bit offset, stored at the
+ * page end (PK_ANCHOR_BYTES each), so a lookup decodes at most that many entries. */
+#define PK_ANCHOR_EVERY 64
+#define PK_ANCHOR_BYTES 13
 /* file1 of a tombstone (a key removed: shadows older runs). Live entries hold file + 1. */
 #define PK_TOMB 0u
 /* Largest file ordinal the index takes. */
@@ -134,16 +139,22 @@ uint32_t firn__pkrun_find_page(const firn__pkrun *r, uint64_t h, uint32_t from);
 typedef struct firn__pkpage_cur {
     const uint8_t *bytes;
     size_t bitpos;
+    size_t end; /* bits of the entry stream */
     uint32_t n, i;
+    uint32_t n_anchors, next_anchor;
     pk_entry e;
     bool ok;
 } firn__pkpage_cur;
 
-/** Positions c at the first entry of a page (bytes from the cache). FIRN_ERR_PARSE. */
-FIRN_MUST_CHECK firn_rc firn__pkpage_begin(const firn__pkrun *r,
-                                           const uint8_t *bytes,
-                                           firn__pkpage_cur *c,
-                                           firn_err *err);
+/** Positions c in a page (bytes from the cache) at the first entry or, with h > 0, at the last
+ * anchor whose hash is below h (entries >= h come after it). FIRN_ERR_PARSE. */
+FIRN_MUST_CHECK firn_rc firn__pkpage_begin(
+    const firn__pkrun *r, const uint8_t *bytes, uint64_t h, firn__pkpage_cur *c, firn_err *err);
+/** Moves c forward to the last anchor whose hash is below h, when one is past c. */
+FIRN_MUST_CHECK firn_rc firn__pkpage_seek(const firn__pkrun *r,
+                                          firn__pkpage_cur *c,
+                                          uint64_t h,
+                                          firn_err *err);
 /** Moves c to the next entry of its page; c->ok false past the last. FIRN_ERR_PARSE. */
 FIRN_MUST_CHECK firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err);
 

@@ -146,6 +146,8 @@ struct firn__pkrun_writer {
     uint8_t page[PK_PAGE + PK_PAGE_PAD];
     size_t bitpos;
     uint32_t page_n;
+    uint32_t n_anchors;
+    uint8_t anchors[PK_PAGE_MAX_ENTRIES / PK_ANCHOR_EVERY * PK_ANCHOR_BYTES];
     uint64_t prev_h;
     pk_entry last;
     uint64_t *fences;
@@ -244,11 +246,17 @@ static firn_rc emit_page(firn__pkrun_writer *w, firn_err *err)
         return firn_err_set(err, FIRN_ERR_IO, "could not write \"%s\": injected failure", w->tmp);
     w->page[4] = (uint8_t)w->page_n;
     w->page[5] = (uint8_t)(w->page_n >> 8);
+    w->page[6] = (uint8_t)w->n_anchors;
+    /* Anchors sit at the end of the page, the first one last. */
+    for (uint32_t a = 0; a < w->n_anchors; a++)
+        memcpy(w->page + PK_PAGE - (size_t)(a + 1) * PK_ANCHOR_BYTES,
+               w->anchors + (size_t)a * PK_ANCHOR_BYTES, PK_ANCHOR_BYTES);
     st32(w->page, page_crc(w->page));
     memcpy(w->out + (size_t)w->out_n * PK_PAGE, w->page, PK_PAGE);
     w->out_n++;
     w->n_pages++;
     w->page_n = 0;
+    w->n_anchors = 0;
     if (w->out_n == WRITE_PAGES)
         return flush_out(w, err);
     return FIRN_OK;
@@ -271,30 +279,52 @@ static void start_page(firn__pkrun_writer *w, const pk_entry *e)
     w->fences[w->n_pages] = e->h;
 }
 
+/* Whether e goes to a new page: the current one is full, or e (and its anchor) would not fit. */
+static bool page_full(const firn__pkrun_writer *w, const pk_entry *e)
+{
+    if (w->page_n == 0)
+        return false;
+    if (w->page_n == PK_PAGE_MAX_ENTRIES)
+        return true;
+    uint64_t q = (e->h - w->prev_h) >> w->k;
+    size_t bits = fixed_bits(w) + (q < RICE_ESC ? q + 1 + w->k : RICE_ESC + 64);
+    size_t anchors = w->n_anchors + (w->page_n % PK_ANCHOR_EVERY == 0 ? 1 : 0);
+    return w->bitpos + bits + anchors * PK_ANCHOR_BYTES * 8 > (size_t)PK_PAGE * 8;
+}
+
+static void put_delta(firn__pkrun_writer *w, uint64_t delta)
+{
+    uint64_t q = delta >> w->k;
+    if (q < RICE_ESC) {
+        put_bits(w->page, &w->bitpos, (1ull << q) - 1, (unsigned)q + 1); /* q ones, a zero */
+        put_bits(w->page, &w->bitpos, delta, w->k);
+    } else {
+        put_bits(w->page, &w->bitpos, (1ull << RICE_ESC) - 1, RICE_ESC);
+        put_bits(w->page, &w->bitpos, delta, 64);
+    }
+}
+
 firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w, const pk_entry *e, firn_err *err)
 {
     if (w->n_entries > 0)
         FIRN_ASSERT(pk_entry_cmp(&w->last, e->h, e->c) < 0);
     FIRN_ASSERT(e->file1 <= w->shape.max_file1 && e->pos <= w->shape.max_pos);
     FIRN_ASSERT(w->shape.has_c || e->c == 0);
-    if (w->page_n > 0) {
-        uint64_t delta = e->h - w->prev_h;
-        uint64_t q = delta >> w->k;
-        size_t bits = fixed_bits(w) + (q < RICE_ESC ? q + 1 + w->k : RICE_ESC + 64);
-        if (w->page_n == PK_PAGE_MAX_ENTRIES || w->bitpos + bits > (size_t)PK_PAGE * 8)
-            FIRN_TRY(emit_page(w, err));
-    }
+    if (page_full(w, e))
+        FIRN_TRY(emit_page(w, err));
     if (w->page_n == 0) {
         start_page(w, e);
     } else {
-        uint64_t delta = e->h - w->prev_h;
-        uint64_t q = delta >> w->k;
-        if (q < RICE_ESC) {
-            put_bits(w->page, &w->bitpos, (1ull << q) - 1, (unsigned)q + 1); /* q ones, a zero */
-            put_bits(w->page, &w->bitpos, delta, w->k);
-        } else {
-            put_bits(w->page, &w->bitpos, (1ull << RICE_ESC) - 1, RICE_ESC);
-            put_bits(w->page, &w->bitpos, delta, 64);
+        put_delta(w, e->h - w->prev_h);
+        if (w->page_n % PK_ANCHOR_EVERY == 0) {
+            /* An anchor: the hash of this entry and where its fields start. */
+            uint8_t *a = w->anchors + (size_t)w->n_anchors++ * PK_ANCHOR_BYTES;
+            st64(a, e->h);
+            a[8] = (uint8_t)w->bitpos;
+            a[9] = (uint8_t)(w->bitpos >> 8);
+            a[10] = (uint8_t)(w->bitpos >> 16);
+            a[11] = (uint8_t)w->page_n;
+            a[12] = (uint8_t)(w->page_n >> 8);
         }
     }
     if (w->shape.has_c)
@@ -526,64 +556,86 @@ uint32_t firn__pkrun_find_page(const firn__pkrun *r, uint64_t h, uint32_t from)
     return lo;
 }
 
+/* Bits of the page before its anchors; 0 when the header is inconsistent. */
+static size_t stream_end(const uint8_t *bytes, size_t *out_n)
+{
+    size_t n = (size_t)bytes[4] | (size_t)bytes[5] << 8;
+    size_t anchors = bytes[6];
+    *out_n = n;
+    if (n == 0 || n > PK_PAGE_MAX_ENTRIES || anchors != (n - 1) / PK_ANCHOR_EVERY)
+        return 0;
+    return ((size_t)PK_PAGE - anchors * PK_ANCHOR_BYTES) * 8;
+}
+
 firn_rc firn__pkrun_decode(
     const firn__pkrun *r, const uint8_t *bytes, pk_entry *out, size_t *out_n, firn_err *err)
 {
-    size_t n = (size_t)bytes[4] | (size_t)bytes[5] << 8;
-    if (n == 0 || n > PK_PAGE_MAX_ENTRIES)
-        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": bad page entry count %zu",
-                            r->path, n);
-    size_t pos = (size_t)PK_PAGE_HEAD * 8;
-    const size_t end = (size_t)PK_PAGE * 8;
-    uint64_t h = ld64(bytes + 8);
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0) {
-            unsigned q = get_unary(bytes, &pos);
-            uint64_t delta = q == RICE_ESC ? get_bits(bytes, &pos, 64)
-                                           : (uint64_t)q << r->k | get_bits(bytes, &pos, r->k);
-            h += delta;
-        }
-        out[i].h = h;
-        out[i].c = r->has_c ? (uint32_t)get_bits(bytes, &pos, 32) : 0;
-        out[i].file1 = (uint32_t)get_bits(bytes, &pos, r->fb);
-        out[i].pos = (uint32_t)get_bits(bytes, &pos, r->pb);
-        if (pos > end)
-            return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page overruns", r->path);
+    firn__pkpage_cur c;
+    FIRN_TRY(firn__pkpage_begin(r, bytes, 0, &c, err));
+    size_t n = 0;
+    while (c.ok) {
+        out[n++] = c.e;
+        FIRN_TRY(firn__pkpage_step(r, &c, err));
     }
     *out_n = n;
     return FIRN_OK;
 }
 
-static firn_rc decode_one(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+/* Decodes the fields after the hash of entry c->i (its hash is in c->e.h). */
+static firn_rc decode_fields(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
 {
-    if (c->i > 0) {
-        unsigned q = get_unary(c->bytes, &c->bitpos);
-        uint64_t delta = q == RICE_ESC ? get_bits(c->bytes, &c->bitpos, 64)
-                                       : (uint64_t)q << r->k | get_bits(c->bytes, &c->bitpos, r->k);
-        c->e.h += delta;
-    }
     c->e.c = r->has_c ? (uint32_t)get_bits(c->bytes, &c->bitpos, 32) : 0;
     c->e.file1 = (uint32_t)get_bits(c->bytes, &c->bitpos, r->fb);
     c->e.pos = (uint32_t)get_bits(c->bytes, &c->bitpos, r->pb);
-    if (c->bitpos > (size_t)PK_PAGE * 8)
+    if (c->bitpos > c->end)
         return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page overruns", r->path);
     c->ok = true;
     return FIRN_OK;
 }
 
-firn_rc
-firn__pkpage_begin(const firn__pkrun *r, const uint8_t *bytes, firn__pkpage_cur *c, firn_err *err)
+/* Jumps to the last anchor past the current entry whose hash is below h. */
+static void skip_to_anchor(firn__pkpage_cur *c, uint64_t h)
 {
+    const uint8_t *best = NULL;
+    for (uint32_t a = c->next_anchor; a < c->n_anchors; a++) {
+        const uint8_t *p = c->bytes + PK_PAGE - (size_t)(a + 1) * PK_ANCHOR_BYTES;
+        if (ld64(p) >= h)
+            break;
+        best = p;
+        c->next_anchor = a + 1;
+    }
+    if (!best)
+        return;
+    c->e.h = ld64(best);
+    c->bitpos = (size_t)best[8] | (size_t)best[9] << 8 | (size_t)best[10] << 16;
+    c->i = (uint32_t)best[11] | (uint32_t)best[12] << 8;
+}
+
+firn_rc firn__pkpage_begin(
+    const firn__pkrun *r, const uint8_t *bytes, uint64_t h, firn__pkpage_cur *c, firn_err *err)
+{
+    size_t n;
     c->bytes = bytes;
-    c->n = (uint32_t)bytes[4] | (uint32_t)bytes[5] << 8;
+    c->end = stream_end(bytes, &n);
+    c->n = (uint32_t)n;
+    c->n_anchors = bytes[6];
+    c->next_anchor = 0;
     c->i = 0;
     c->ok = false;
     c->bitpos = (size_t)PK_PAGE_HEAD * 8;
     c->e.h = ld64(bytes + 8);
-    if (c->n == 0 || c->n > PK_PAGE_MAX_ENTRIES)
-        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": bad page entry count %u",
-                            r->path, c->n);
-    return decode_one(r, c, err);
+    if (c->end == 0)
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": bad page header", r->path);
+    return firn__pkpage_seek(r, c, h, err);
+}
+
+firn_rc firn__pkpage_seek(const firn__pkrun *r, firn__pkpage_cur *c, uint64_t h, firn_err *err)
+{
+    uint32_t at = c->i;
+    skip_to_anchor(c, h);
+    if (c->ok && c->i == at)
+        return FIRN_OK; /* no anchor closer: stay */
+    return decode_fields(r, c, err);
 }
 
 firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
@@ -593,7 +645,13 @@ firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *e
         return FIRN_OK;
     }
     c->i++;
-    return decode_one(r, c, err);
+    if (c->next_anchor < c->n_anchors && c->i == (c->next_anchor + 1) * (uint32_t)PK_ANCHOR_EVERY)
+        c->next_anchor++; /* walking past an anchor */
+    unsigned q = get_unary(c->bytes, &c->bitpos);
+    uint64_t delta = q == RICE_ESC ? get_bits(c->bytes, &c->bitpos, 64)
+                                   : (uint64_t)q << r->k | get_bits(c->bytes, &c->bitpos, r->k);
+    c->e.h += delta;
+    return decode_fields(r, c, err);
 }
 
 /* ---- sequential iteration (merges) -------------------------------------------------------- */
