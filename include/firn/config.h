@@ -240,9 +240,12 @@ typedef struct firn_destination_config {
     bool identifier_fields;     /* default true (OLake no_identifier_fields inverts) */
     bool metadata_columns;      /* add _firn_op, _firn_lsn, ... columns; default true */
     firn_commit_policy commit;
-    uint64_t memory_limit_bytes; /* process budget for buffers, default 1 GiB */
-    char *log;                   /* log spec ("info,pg=debug"); the --log flag wins */
-    int log_format;              /* 0 logfmt, 1 json ("log_format"); --log-format wins */
+    uint64_t memory_limit_bytes;       /* process budget for buffers, default 1 GiB */
+    uint64_t index_memory_limit_bytes; /* resident budget of the key indexes, default 128 MiB */
+    char *index_dir; /* local folder of key-index runs; NULL: $XDG_CACHE_HOME/firn, ~/.cache/firn,
+                        else next to the state file */
+    char *log;       /* log spec ("info,pg=debug"); the --log flag wins */
+    int log_format;  /* 0 logfmt, 1 json ("log_format"); --log-format wins */
     firn_kvlist table_properties;
 } firn_destination_config;
 

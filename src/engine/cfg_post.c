@@ -152,6 +152,7 @@ void firn__cfg_destination_free(firn_destination_config *d)
                      &st->session_token,
                      &d->namespace_pattern,
                      &d->log,
+                     &d->index_dir,
                      &d->format_reason};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         firn_free(*strs[i]);
@@ -332,6 +333,7 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->commit.interval_ms = 10 * 1000;
     d->commit.max_bytes = 64u << 20;
     d->memory_limit_bytes = 1ull << 30;
+    d->index_memory_limit_bytes = 128u << 20;
 }
 
 static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)
@@ -565,5 +567,7 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(ctx, err, "\"write.target_file_size\" must be at least 1MiB");
     if (d->memory_limit_bytes < (16u << 20))
         return firn__cfg_fail(ctx, err, "\"memory_limit\" must be at least 16MiB");
+    if (d->index_memory_limit_bytes < (4u << 20))
+        return firn__cfg_fail(ctx, err, "\"index_memory_limit\" must be at least 4MiB");
     return choose_format(ctx, d, err);
 }

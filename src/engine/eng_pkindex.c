@@ -5,7 +5,6 @@
  * probes merge-joined with the runs through a bounded page cache. */
 #include "eng_pkindex_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,36 +19,6 @@
 /* Memtable: load factor (numerator / 4) and the smallest capacity. */
 #define MT_LOAD_4  3u
 #define MT_CAP_MIN 64u
-#define MT_EMPTY   0xFFFFFFFFu
-
-/* A memtable slot: 20 bytes. file1 is MT_EMPTY, PK_TOMB or the file ordinal + 1. */
-typedef struct mt_slot {
-    uint32_t hlo, hhi, c, file1, pos;
-} mt_slot;
-
-struct firn__pkindex {
-    char *dir;
-    bool dir_owned; /* a private temporary folder: removed at free */
-    bool dir_ready;
-    uint8_t seed[16];
-    size_t mem_limit;
-    /* memtable: slots [0, mt_len) with homes in [0, mt_cap); the tail catches probes past the
-     * last home so slot order follows hash order (no wrap-around) */
-    mt_slot *mt;
-    size_t mt_cap, mt_len, mt_used;
-    size_t mt_cap_max;
-    unsigned mt_shift;  /* mt_cap == mt_cap_max >> mt_shift */
-    firn__pkrun **runs; /* newest first */
-    size_t n_runs;
-    uint32_t next_run_id;
-    firn__pkcache *cache;
-    size_t cache_bytes;
-    bool bulk;
-    char **files;
-    uint32_t n_files, files_cap;
-    size_t live;
-    uint64_t flushes, merges;
-};
 
 /* ---- key fingerprints ---------------------------------------------------------------------- */
 
@@ -161,8 +130,8 @@ static void mt_alloc(firn__pkindex *idx)
 {
     idx->mt_cap = idx->mt_cap_max >> idx->mt_shift;
     idx->mt_len = idx->mt_cap + idx->mt_cap / 16 + 16;
-    idx->mt = firn_malloc(idx->mt_len * sizeof(mt_slot));
-    memset(idx->mt, 0xFF, idx->mt_len * sizeof(mt_slot));
+    idx->mt = firn_malloc(idx->mt_len * sizeof(pk_slot));
+    memset(idx->mt, 0xFF, idx->mt_len * sizeof(pk_slot));
     idx->mt_used = 0;
 }
 
@@ -179,7 +148,7 @@ firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o)
         random_seed(idx->seed);
     /* 3/8 of the budget to the memtable (counting the old table while it grows: 1.5x plus
      * tails), 3/8 to the page cache, the rest to fences, buffers and the file table. */
-    size_t slots = idx->mem_limit / 8 * 3 / sizeof(mt_slot);
+    size_t slots = idx->mem_limit / 8 * 3 / sizeof(pk_slot);
     idx->mt_cap_max = slots > 64 ? (slots - 32) * 10 / 16 : 0;
     if (idx->mt_cap_max < MT_CAP_MIN)
         idx->mt_cap_max = MT_CAP_MIN;
@@ -189,6 +158,7 @@ firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o)
     idx->cache_bytes = idx->mem_limit / 8 * 3;
     idx->cache = firn__pkcache_new(idx->cache_bytes);
     idx->next_run_id = 1;
+    idx->lock_fd = -1;
     return idx;
 }
 
@@ -201,11 +171,8 @@ void firn__pkindex_free(firn__pkindex *idx)
 {
     if (!idx)
         return;
-    for (size_t i = 0; i < idx->n_runs; i++)
-        firn__pkrun_close(idx->runs[i], true);
+    firn__pkindex_close_dir(idx);
     firn_free(idx->runs);
-    if (idx->dir_owned && idx->dir_ready)
-        rmdir(idx->dir);
     firn_free(idx->dir);
     firn_free(idx->mt);
     firn__pkcache_free(idx->cache);
@@ -223,6 +190,7 @@ size_t firn__pkindex_count(const firn__pkindex *idx)
 uint32_t firn__pkindex_add_file(firn__pkindex *idx, const char *location)
 {
     FIRN_ASSERT(idx->n_files < PK_FILE_MAX);
+    firn__pkindex_touch(idx);
     if (idx->n_files == idx->files_cap) {
         idx->files_cap = idx->files_cap ? idx->files_cap * 2 : 16;
         idx->files = firn_reallocarray(idx->files, idx->files_cap, sizeof(char *));
@@ -241,81 +209,9 @@ uint32_t firn__pkindex_files(const firn__pkindex *idx)
     return idx->n_files;
 }
 
-/* ---- the run folder ------------------------------------------------------------------------ */
-
-static firn_rc mkdir_p(const char *path, firn_err *err)
-{
-    char *p = firn_strdup(path);
-    firn_rc rc = FIRN_OK;
-    for (char *s = p + 1;; s++) {
-        bool end = *s == '\0';
-        if (*s == '/' || end) {
-            *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create folder \"%s\"",
-                                        p);
-                break;
-            }
-            if (end)
-                break;
-            *s = '/';
-        }
-    }
-    firn_free(p);
-    return rc;
-}
-
-/* Removes run files (finished or not) a former index left in dir. */
-static void remove_stale(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
-        if (strncmp(de->d_name, "run-", 4) != 0 || n < 8)
-            continue;
-        if (strcmp(de->d_name + n - 4, ".pkr") != 0 && strcmp(de->d_name + n - 4, ".tmp") != 0)
-            continue;
-        firn_buf b;
-        firn_buf_init(&b, 8192);
-        if (firn_buf_appendf(&b, "%s/%s", dir, de->d_name) == FIRN_OK)
-            unlink((const char *)b.data);
-        firn_buf_deinit(&b);
-    }
-    closedir(d);
-}
-
-static firn_rc ensure_dir(firn__pkindex *idx, firn_err *err)
-{
-    if (idx->dir_ready)
-        return FIRN_OK;
-    if (!idx->dir) {
-        const char *tmp = getenv("TMPDIR");
-        firn_buf b;
-        firn_buf_init(&b, 8192);
-        firn_rc_ignore(firn_buf_appendf(&b, "%s/firn-pkindex-XXXXXX", tmp && *tmp ? tmp : "/tmp"));
-        char *path = (char *)firn_buf_take(&b, NULL);
-        if (!mkdtemp(path)) {
-            firn_rc rc = firn_err_set_errno(err, FIRN_ERR_IO, errno,
-                                            "could not create a folder for the key index");
-            firn_free(path);
-            return rc;
-        }
-        idx->dir = path;
-        idx->dir_owned = true;
-    } else {
-        FIRN_TRY(mkdir_p(idx->dir, err));
-        remove_stale(idx->dir);
-    }
-    idx->dir_ready = true;
-    return FIRN_OK;
-}
-
 /* ---- memtable ------------------------------------------------------------------------------ */
 
-static inline uint64_t slot_h(const mt_slot *s)
+static inline uint64_t slot_h(const pk_slot *s)
 {
     return (uint64_t)s->hhi << 32 | s->hlo;
 }
@@ -331,8 +227,8 @@ static size_t mt_probe(const firn__pkindex *idx, firn__pkkey k, bool *found)
 {
     *found = false;
     for (size_t i = mt_home(idx, k.h); i < idx->mt_len; i++) {
-        const mt_slot *s = &idx->mt[i];
-        if (s->file1 == MT_EMPTY)
+        const pk_slot *s = &idx->mt[i];
+        if (s->file1 == PK_MT_EMPTY)
             return i;
         if (s->hlo == (uint32_t)k.h && s->hhi == (uint32_t)(k.h >> 32) && s->c == k.c) {
             *found = true;
@@ -343,10 +239,10 @@ static size_t mt_probe(const firn__pkindex *idx, firn__pkkey k, bool *found)
 }
 
 /* Places slots into an empty table; false when one runs off its end. */
-static bool mt_place(firn__pkindex *idx, const mt_slot *from, size_t n)
+static bool mt_place(firn__pkindex *idx, const pk_slot *from, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (from[i].file1 == MT_EMPTY)
+        if (from[i].file1 == PK_MT_EMPTY)
             continue;
         firn__pkkey k = {slot_h(&from[i]), from[i].c};
         bool found;
@@ -361,7 +257,7 @@ static bool mt_place(firn__pkindex *idx, const mt_slot *from, size_t n)
 
 static bool mt_grow(firn__pkindex *idx)
 {
-    mt_slot *old = idx->mt;
+    pk_slot *old = idx->mt;
     size_t old_len = idx->mt_len, old_cap = idx->mt_cap, old_used = idx->mt_used;
     idx->mt_shift--;
     mt_alloc(idx);
@@ -380,7 +276,7 @@ static bool mt_grow(firn__pkindex *idx)
 
 static int slot_cmp(const void *a, const void *b)
 {
-    const mt_slot *x = a, *y = b;
+    const pk_slot *x = a, *y = b;
     uint64_t hx = slot_h(x), hy = slot_h(y);
     if (hx != hy)
         return hx < hy ? -1 : 1;
@@ -389,11 +285,11 @@ static int slot_cmp(const void *a, const void *b)
 
 /* Slots come nearly sorted (homes follow hash order); insertion sort, with a budget of moves
  * past which the general sort takes over (clustered or hostile hashes). */
-static void sort_slots(mt_slot *s, size_t n)
+static void sort_slots(pk_slot *s, size_t n)
 {
     size_t budget = 32 * n + 1024;
     for (size_t i = 1; i < n; i++) {
-        mt_slot x = s[i];
+        pk_slot x = s[i];
         size_t j = i;
         while (j > 0 && slot_cmp(&x, &s[j - 1]) < 0) {
             s[j] = s[j - 1];
@@ -547,6 +443,8 @@ static firn_rc merge_runs(firn__pkindex *idx, size_t from, size_t n, firn_err *e
         firn__pkrun_iter_deinit(&srcs[i].it);
     firn_free(srcs);
     firn_free(heap);
+    if (rc == FIRN_ERR_PARSE)
+        firn__pkindex_touch(idx);
     if (rc == FIRN_OK) {
         runs_replace(idx, from, n, out);
         idx->merges++;
@@ -574,14 +472,14 @@ static firn_rc maybe_merge(firn__pkindex *idx, firn_err *err)
 
 static void mt_clear(firn__pkindex *idx)
 {
-    memset(idx->mt, 0xFF, idx->mt_len * sizeof(mt_slot));
+    memset(idx->mt, 0xFF, idx->mt_len * sizeof(pk_slot));
     idx->mt_used = 0;
 }
 
 /* Puts the compacted, sorted slots [0, n) back in their homes after a failed flush. */
 static void mt_restore(firn__pkindex *idx, size_t n)
 {
-    mt_slot *copy = firn_memdup(idx->mt, n * sizeof(mt_slot));
+    pk_slot *copy = firn_memdup(idx->mt, n * sizeof(pk_slot));
     mt_clear(idx);
     bool ok = mt_place(idx, copy, n);
     FIRN_ASSERT(ok); /* the same entries fitted before, in arrival order */
@@ -592,16 +490,16 @@ static firn_rc write_slots(firn__pkindex *idx, size_t n, firn__pkrun **out, firn
 {
     firn__pkrun_shape sh = {n, 0, 0, false, 0};
     for (size_t i = 0; i < n; i++) {
-        const mt_slot *s = &idx->mt[i];
+        const pk_slot *s = &idx->mt[i];
         sh.max_file1 = s->file1 > sh.max_file1 ? s->file1 : sh.max_file1;
         sh.max_pos = s->pos > sh.max_pos ? s->pos : sh.max_pos;
         sh.has_c |= s->c != 0;
     }
     firn__pkrun_writer *w = NULL;
-    FIRN_TRY(ensure_dir(idx, err));
+    FIRN_TRY(firn__pkindex_ensure_dir(idx, err));
     FIRN_TRY(firn__pkrun_writer_open(idx->dir, idx->next_run_id++, &sh, &w, err));
     for (size_t i = 0; i < n; i++) {
-        const mt_slot *s = &idx->mt[i];
+        const pk_slot *s = &idx->mt[i];
         pk_entry e = {slot_h(s), s->c, s->file1, s->pos};
         firn_rc rc = firn__pkrun_writer_add(w, &e, err);
         if (rc) {
@@ -618,7 +516,7 @@ static firn_rc mt_flush(firn__pkindex *idx, firn_err *err)
     size_t n = 0;
     for (size_t i = 0; i < idx->mt_len; i++) {
         uint32_t f = idx->mt[i].file1;
-        if (f != MT_EMPTY && !(drop_tombs && f == PK_TOMB))
+        if (f != PK_MT_EMPTY && !(drop_tombs && f == PK_TOMB))
             idx->mt[n++] = idx->mt[i];
     }
     sort_slots(idx->mt, n);
@@ -637,6 +535,11 @@ static firn_rc mt_flush(firn__pkindex *idx, firn_err *err)
     return maybe_merge(idx, err);
 }
 
+firn_rc firn__pkindex_flush(firn__pkindex *idx, firn_err *err)
+{
+    return mt_flush(idx, err);
+}
+
 /* Makes sure one more slot fits: grows the table while the budget allows, else flushes. */
 static firn_rc mt_room(firn__pkindex *idx, firn_err *err)
 {
@@ -649,7 +552,7 @@ static firn_rc mt_room(firn__pkindex *idx, firn_err *err)
 
 /* A slot for k: existing (*found) or new and empty. */
 static firn_rc
-mt_slot_for(firn__pkindex *idx, firn__pkkey k, mt_slot **out, bool *found, firn_err *err)
+pk_slot_for(firn__pkindex *idx, firn__pkkey k, pk_slot **out, bool *found, firn_err *err)
 {
     size_t at = mt_probe(idx, k, found);
     if (*found) {
@@ -663,7 +566,7 @@ mt_slot_for(firn__pkindex *idx, firn__pkkey k, mt_slot **out, bool *found, firn_
         at = mt_probe(idx, k, found);
         FIRN_ASSERT(at != SIZE_MAX);
     }
-    mt_slot *s = &idx->mt[at];
+    pk_slot *s = &idx->mt[at];
     s->hlo = (uint32_t)k.h;
     s->hhi = (uint32_t)(k.h >> 32);
     s->c = k.c;
@@ -676,9 +579,10 @@ firn_rc
 firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err)
 {
     FIRN_ASSERT(loc.file < PK_FILE_MAX);
-    mt_slot *s;
+    firn__pkindex_touch(idx);
+    pk_slot *s;
     bool found;
-    FIRN_TRY(mt_slot_for(idx, k, &s, &found, err));
+    FIRN_TRY(pk_slot_for(idx, k, &s, &found, err));
     if (found ? s->file1 == PK_TOMB : !present)
         idx->live++;
     s->file1 = loc.file + 1;
@@ -688,6 +592,7 @@ firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool prese
 
 firn_rc firn__pkindex_unset(firn__pkindex *idx, firn__pkkey k, bool present, firn_err *err)
 {
+    firn__pkindex_touch(idx);
     bool found;
     size_t at = mt_probe(idx, k, &found);
     if (found) {
@@ -698,8 +603,8 @@ firn_rc firn__pkindex_unset(firn__pkindex *idx, firn__pkkey k, bool present, fir
     }
     if (!present)
         return FIRN_OK;
-    mt_slot *s;
-    FIRN_TRY(mt_slot_for(idx, k, &s, &found, err));
+    pk_slot *s;
+    FIRN_TRY(pk_slot_for(idx, k, &s, &found, err));
     s->file1 = PK_TOMB;
     s->pos = 0;
     if (idx->live > 0)
@@ -819,7 +724,7 @@ firn_rc firn__pkindex_lookup(firn__pkindex *idx,
         size_t at = mt_probe(idx, keys[i], &hit);
         out_found[i] = false;
         if (hit) {
-            const mt_slot *s = &idx->mt[at];
+            const pk_slot *s = &idx->mt[at];
             if (s->file1 != PK_TOMB) {
                 out_found[i] = true;
                 out_locs[i].file = s->file1 - 1;
@@ -841,6 +746,8 @@ firn_rc firn__pkindex_lookup(firn__pkindex *idx,
     for (size_t r = 0; r < idx->n_runs && m > 0 && rc == FIRN_OK; r++)
         rc = probe_run(idx, idx->runs[r], ps, &m, out_locs, out_found, err);
     firn_free(ps);
+    if (rc == FIRN_ERR_PARSE)
+        firn__pkindex_touch(idx); /* a damaged run: the next start must not load it again */
     return rc;
 }
 
@@ -884,6 +791,7 @@ firn_rc firn__pkindex_remove(
 
 firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err)
 {
+    firn__pkindex_touch(idx);
     if (on || !idx->bulk) {
         idx->bulk = on;
         return FIRN_OK;
@@ -904,7 +812,7 @@ void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out)
         out->disk_bytes += idx->runs[i]->file_bytes;
         out->fence_bytes += (size_t)idx->runs[i]->n_pages * sizeof(uint64_t);
     }
-    out->memtable_bytes = idx->mt_len * sizeof(mt_slot);
+    out->memtable_bytes = idx->mt_len * sizeof(pk_slot);
     out->memtable_entries = idx->mt_used;
     out->cache_bytes = firn__pkcache_bytes(idx->cache);
     out->flushes = idx->flushes;

@@ -183,4 +183,50 @@ FIRN_MUST_CHECK firn_rc firn__pkrun_iter_next(firn__pkrun_iter *it, firn_err *er
  * thread-safe) and the write that brings it to 0 fails with FIRN_ERR_IO. */
 extern uint64_t firn__pkrun_fail_after_pages;
 
+/* ---- the index (eng_pkindex.c, its folder and checkpoints in eng_pkindex_disk.c) ---------- */
+
+/* A memtable slot: 20 bytes. file1 is PK_MT_EMPTY, PK_TOMB or the file ordinal + 1. */
+typedef struct pk_slot {
+    uint32_t hlo, hhi, c, file1, pos;
+} pk_slot;
+
+#define PK_MT_EMPTY 0xFFFFFFFFu
+
+struct firn__pkindex {
+    char *dir;
+    bool dir_owned; /* a private temporary folder: removed at free */
+    bool dir_ready; /* exists, locked, and holds only this index's files */
+    int lock_fd;
+    bool checkpointed; /* the folder's manifest describes the current state */
+    uint8_t seed[16];
+    size_t mem_limit;
+    /* memtable: slots [0, mt_len) with homes in [0, mt_cap); the tail catches probes past the
+     * last home so slot order follows hash order (no wrap-around) */
+    pk_slot *mt;
+    size_t mt_cap, mt_len, mt_used;
+    size_t mt_cap_max;
+    unsigned mt_shift;  /* mt_cap == mt_cap_max >> mt_shift */
+    firn__pkrun **runs; /* newest first */
+    size_t n_runs;
+    uint32_t next_run_id;
+    firn__pkcache *cache;
+    size_t cache_bytes;
+    bool bulk;
+    char **files;
+    uint32_t n_files, files_cap;
+    size_t live;
+    uint64_t flushes, merges;
+};
+
+/** Creates (and for a given folder, locks and empties of stale run files) the run folder on
+ * first use. FIRN_ERR_IO; FIRN_ERR_CONFIG when another process holds the folder. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_ensure_dir(firn__pkindex *idx, firn_err *err);
+/** Closes the folder: removes run files and manifest unless checkpointed, releases the lock,
+ * removes a private folder. */
+void firn__pkindex_close_dir(firn__pkindex *idx);
+/** The state changes: a manifest on disk no longer describes it. */
+void firn__pkindex_touch(firn__pkindex *idx);
+/** Writes the memtable to a run (eng_pkindex.c). */
+FIRN_MUST_CHECK firn_rc firn__pkindex_flush(firn__pkindex *idx, firn_err *err);
+
 #endif

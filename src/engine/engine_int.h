@@ -59,7 +59,26 @@ firn__pkindex *firn__pkindex_new(void);
 /** Returns an empty index set up by o (NULL: defaults). Run files already in o->dir are removed
  * when the first run is written. */
 firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o);
-/** Frees idx and removes its run files (NULL accepted). */
+/** Opens the index kept in o->dir (required; created when missing) by the last
+ * firn__pkindex_checkpoint: loaded (*out_loaded true) when that checkpoint carries tag and its
+ * files check out, else an empty index (why[why_cap] says why; the folder's old files go at
+ * first use). The folder stays locked until free. FIRN_ERR_IO; FIRN_ERR_CONFIG when another
+ * process holds the folder. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_open(const firn__pkindex_opts *o,
+                                           const char *tag,
+                                           firn__pkindex **out,
+                                           bool *out_loaded,
+                                           char *why,
+                                           size_t why_cap,
+                                           firn_err *err);
+/** Makes the current state durable in the index's folder under tag (the memtable becomes a
+ * run, runs are fsynced, a manifest written atomically), so that firn__pkindex_open with the
+ * same tag loads it; kept by firn__pkindex_free until the next change. No-op for an index in a
+ * private folder. FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_checkpoint(firn__pkindex *idx,
+                                                 const char *tag,
+                                                 firn_err *err);
+/** Frees idx and removes its run files unless they hold the last checkpoint (NULL accepted). */
 void firn__pkindex_free(firn__pkindex *idx);
 /** Number of live keys. Exact as long as the presence given to firn__pkindex_set/unset is
  * (it is for the byte-key calls below). */
