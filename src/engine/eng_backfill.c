@@ -354,6 +354,8 @@ static firn_rc commit_backfill(firn__table *t, uint64_t lsn_after, firn_err *err
                  (unsigned long long)t->rows_written);
         if (t->upsert && t->index_dirty)
             rc = reset_index(t, err);
+        else if (t->upsert && t->index)
+            firn__table_index_synced(t);
         t->index_dirty = false;
         firn__engine_note_commit(t->eng, t);
     }
@@ -379,8 +381,10 @@ firn_rc firn__backfill_run(
     FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections", n,
              firn_pg_plan_chunks(plan), (int)e->cfg->source.parallelism);
     for (size_t i = 0; i < e->n_tables; i++) {
-        if (e->tables[i]->needs_backfill && e->tables[i]->upsert && e->tables[i]->index)
+        if (e->tables[i]->needs_backfill && e->tables[i]->upsert && e->tables[i]->index) {
+            e->tables[i]->index_synced = false; /* takes the copy's keys from here on */
             rc = firn__pkindex_bulk(e->tables[i]->index, true, err);
+        }
     }
     bf_ctx ctx = {0};
     ctx.e = e;

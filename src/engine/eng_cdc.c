@@ -479,8 +479,10 @@ static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
          * were just dropped are read again after a restart, the TRUNCATE included. */
         if (firn_table_metadata_current_snapshot(t->cat.metadata))
             FIRN_TRY(firn__table_commit(t, NULL, 0, NULL, 0, true, 0, NULL, err));
-        if (t->index)
+        if (t->index) {
             firn__table_reset_index(t);
+            firn__table_index_synced(t); /* empty, as the table now is */
+        }
         firn__engine_note_commit(c->e, t);
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": truncated", t->display);
     }

@@ -409,6 +409,8 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
         firn__dv_commit_done(t, o.files + n_data, &dvs);
     if (rc == FIRN_OK)
         rc = update_index(t, &f, &o, err);
+    if (rc == FIRN_OK)
+        firn__table_index_advanced(t);
     if (rc == FIRN_OK) {
         t->rows_written += f.n_upserts;
         FIRN_LOG(FIRN_LOG_INFO, "engine",

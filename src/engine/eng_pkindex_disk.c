@@ -230,7 +230,8 @@ static firn_rc write_file_synced(const char *path, const firn_buf *b, firn_err *
 
 firn_rc firn__pkindex_checkpoint(firn__pkindex *idx, const char *tag, firn_err *err)
 {
-    FIRN_ASSERT(!idx->bulk);
+    if (idx->bulk)
+        return firn_err_set(err, FIRN_ERR_INVALID, "key index in bulk mode cannot be saved");
     if (idx->checkpointed || !idx->dir || idx->dir_owned)
         return FIRN_OK; /* a private folder is gone with the process: nothing to keep */
     FIRN_TRY(firn__pkindex_flush(idx, err));

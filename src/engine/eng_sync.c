@@ -447,6 +447,8 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
         firn_rc src = firn__engine_save_state(&e, err);
         if (src)
             rc = fail(FIRN_FAULT_NONE, src);
+        for (size_t i = 0; i < e.n_tables; i++)
+            firn__table_save_index(e.tables[i]); /* the next start reads it instead of the keys */
     }
     if (rc == FIRN_OK) {
         uint64_t rows = 0;

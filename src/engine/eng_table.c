@@ -18,6 +18,8 @@ void firn__table_deinit(firn__table *t)
     firn_free(t->display);
     firn_catalog_table_deinit(&t->cat);
     firn__pkindex_free(t->index);
+    firn__keymap_free(t->index_paths);
+    firn_free(t->index_dir);
     firn__dv_files_free(t->dv_files, t->n_files);
     for (size_t i = 0; i < t->n_files; i++)
         firn_data_file_deinit(&t->files[i]);
@@ -32,7 +34,7 @@ void firn__table_deinit(firn__table *t)
 void firn__table_reset_index(firn__table *t)
 {
     firn__pkindex_free(t->index);
-    t->index = firn__pkindex_new();
+    t->index = firn__table_new_index(t);
     firn__dv_files_free(t->dv_files, t->n_files);
     t->dv_files = NULL;
     for (size_t i = 0; i < t->n_files; i++)
@@ -364,8 +366,9 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
              t->stream->sync_mode == FIRN_SYNC_CDC_ONLY;
     t->buf = firn_batch_new(t->schema);
     if (t->upsert) {
-        t->index = firn__pkindex_new();
-        if (!t->needs_backfill || t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH)
+        bool rebuild = !t->needs_backfill || t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH;
+        FIRN_TRY(firn__table_open_index(t, rebuild, err));
+        if (rebuild)
             FIRN_TRY(firn__table_rebuild_index(t, err));
     }
     return FIRN_OK;
@@ -521,6 +524,30 @@ static firn_rc load_dv(firn__table *t, const firn_data_file *f, dead_set *dead, 
     return FIRN_OK;
 }
 
+/* A v3 table keeps the deleted rows and DV of each data file. */
+static void take_dead(firn__table *t, uint32_t ord, dead_rows *dead)
+{
+    if (!dead || !t->dv)
+        return;
+    firn__dvfile *dv = &t->dv_files[ord];
+    dv->dead = dead->rows;
+    dead->rows = NULL;
+    dv->dv_path = dead->dv_path;
+    dead->dv_path = NULL;
+    dv->dv_offset = dead->dv_offset;
+    dv->dv_size = dead->dv_size;
+}
+
+/* A loaded index already holds the keys of the data file: it only takes its ordinal. */
+static firn_rc
+place_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_err *err)
+{
+    uint32_t ord;
+    FIRN_TRY(firn__table_index_place(t, f, &ord, err));
+    take_dead(t, ord, dead);
+    return FIRN_OK;
+}
+
 /* Adds every live row of one data file to the index; a v3 table keeps its deleted rows and DV. */
 static firn_rc
 index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_err *err)
@@ -537,15 +564,7 @@ index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_e
     firn_buf key;
     firn_buf_init(&key, 1 << 20);
     uint32_t ord = firn__table_add_file(t, f);
-    if (dead && t->dv) {
-        firn__dvfile *dv = &t->dv_files[ord];
-        dv->dead = dead->rows;
-        dead->rows = NULL;
-        dv->dv_path = dead->dv_path;
-        dead->dv_path = NULL;
-        dv->dv_offset = dead->dv_offset;
-        dv->dv_size = dead->dv_size;
-    }
+    take_dead(t, ord, dead);
     const firn_bitmap64 *gone = dead ? (dead->rows ? dead->rows : t->dv_files[ord].dead) : NULL;
     firn_rc rc = open_reader(t, f->file_path, (uint64_t)f->file_size_in_bytes, sel, &ctx, &r, err);
     for (size_t g = 0; rc == FIRN_OK && g < firn_pq_reader_row_groups(r); g++) {
@@ -597,7 +616,9 @@ static firn_rc live_files(firn__table *t, firn_manifest ***out, size_t *out_n, f
     return FIRN_OK;
 }
 
-firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
+/* Reads deletes (position files, DVs) and then indexes (or, for a loaded index, places) every
+ * live data file. */
+static firn_rc rebuild_once(firn__table *t, firn_err *err)
 {
     firn_manifest **ms = NULL;
     size_t n = 0;
@@ -605,6 +626,7 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
     dead_set dead = {0};
     firn_rc rc = FIRN_OK;
     int64_t t0 = firn_monotonic_ns();
+    bool loaded = t->index_loaded;
     /* Position deletes and DVs first, so dead rows are skipped while the data files are indexed. */
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
@@ -622,26 +644,48 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
         }
     }
     dead_sort(&dead);
-    if (rc == FIRN_OK)
+    if (rc == FIRN_OK && !loaded)
         rc = firn__pkindex_bulk(t->index, true, err);
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
             const firn_manifest_entry *en = &ms[i]->entries[e];
             if (en->status == FIRN_ENTRY_DELETED || en->file.content != FIRN_CONTENT_DATA)
                 continue;
-            rc = index_data_file(t, &en->file, dead_for(&dead, en->file.file_path, false), err);
+            dead_rows *d = dead_for(&dead, en->file.file_path, false);
+            rc = loaded ? place_data_file(t, &en->file, d, err)
+                        : index_data_file(t, &en->file, d, err);
         }
     }
-    if (rc == FIRN_OK)
+    if (rc == FIRN_OK && !loaded)
         rc = firn__pkindex_bulk(t->index, false, err);
     if (rc == FIRN_OK && n > 0)
-        FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "table \"%s\": key index loaded: %zu keys, %zu files, %.1f s", t->display,
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": key index %s: %zu keys, %zu files, %.1f s",
+                 t->display, loaded ? "read from local disk" : "loaded",
                  firn__pkindex_count(t->index), t->n_files,
                  (double)(firn_monotonic_ns() - t0) / 1e9);
     dead_free(&dead);
     for (size_t i = 0; i < n; i++)
         firn_manifest_free(ms[i]);
     firn_free(ms);
+    return rc;
+}
+
+firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
+{
+    bool loaded = t->index_loaded;
+    firn_rc rc = rebuild_once(t, err);
+    if (loaded) {
+        firn__table_index_loaded_done(t);
+        if (rc == FIRN_ERR_NOT_FOUND) {
+            /* The saved index does not match the table after all: read the keys. */
+            FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": %s; rebuilding the key index",
+                     t->display, err ? err->msg : firn_rc_message(rc));
+            firn_err_clear(err);
+            firn__table_reset_index(t);
+            rc = rebuild_once(t, err);
+        }
+    }
+    if (rc == FIRN_OK)
+        firn__table_index_synced(t);
     return rc;
 }

@@ -325,8 +325,13 @@ typedef struct firn__table {
     firn_batch *buf;         /* CDC changes not yet committed */
     firn_data_file *pending; /* backfill data files not yet committed */
     size_t n_pending;
-    bool index_dirty;   /* backfill retried a chunk: rebuild after commit */
-    pthread_mutex_t mu; /* guards pending, files and index during backfill */
+    bool index_dirty;  /* backfill retried a chunk: rebuild after commit */
+    char *index_dir;   /* the index's local folder, NULL: a private temporary one */
+    bool index_loaded; /* index read from its folder: the rebuild only places files */
+    bool index_synced; /* the index holds exactly snapshot index_snapshot */
+    int64_t index_snapshot;
+    firn__keymap *index_paths; /* while placing files of a loaded index: path -> ordinal */
+    pthread_mutex_t mu;        /* guards pending, files and index during backfill */
     firn_pg_decode_stats stats;
     uint64_t rows_written;
 } firn__table;
@@ -364,6 +369,32 @@ void firn__table_deinit(firn__table *t);
 /** Rebuilds t's key index from the key columns of every live data file of the current
  * snapshot minus its position deletes. */
 FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err);
+
+/** A new, empty key index for t in its folder with its share of the memory budget
+ * (eng_pkindex_table.c); t is marked as not holding a snapshot. */
+firn__pkindex *firn__table_new_index(firn__table *t);
+/** Sets t->index: with load, the copy a clean stop saved for the current snapshot when there is
+ * one (t->index_loaded), else empty. FIRN_ERR_IO; FIRN_ERR_CONFIG when another process holds
+ * the folder. */
+FIRN_MUST_CHECK firn_rc firn__table_open_index(firn__table *t, bool load, firn_err *err);
+/** For a loaded index: gives live data file f the ordinal the index knows it by (t->files and
+ * t->dv_files sized to the index's file table). FIRN_ERR_NOT_FOUND when the index does not know
+ * f (then it must be rebuilt). */
+FIRN_MUST_CHECK firn_rc firn__table_index_place(firn__table *t,
+                                                const firn_data_file *f,
+                                                uint32_t *out_ord,
+                                                firn_err *err);
+/** Ends placing files of a loaded index. */
+void firn__table_index_loaded_done(firn__table *t);
+/** The index now holds exactly the current snapshot (after a rebuild, load, backfill commit or
+ * truncate). */
+void firn__table_index_synced(firn__table *t);
+/** A flush committed t's own changes and updated the index: it still holds a snapshot exactly
+ * when the new snapshot's parent is the one it held. */
+void firn__table_index_advanced(firn__table *t);
+/** At a clean stop: saves the index for the next start when it holds the current snapshot
+ * (logs, never fails). */
+void firn__table_save_index(firn__table *t);
 
 /** Commits one snapshot to t: added data files, added delete files, removed files (paths) or
  * truncate, with firn.lsn = lsn (0: keep the previous value) and extra (NULL or more keys).
