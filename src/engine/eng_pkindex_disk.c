@@ -105,7 +105,7 @@ static firn_rc lock_dir(firn__pkindex *idx, firn_err *err)
         rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not open \"%s\"", p);
     } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         rc = errno == EWOULDBLOCK
-                 ? firn_err_set(err, FIRN_ERR_CONFIG,
+                 ? firn_err_set(err, FIRN_ERR_UNAVAILABLE,
                                 "key index folder \"%s\" is in use by another process", idx->dir)
                  : firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not lock \"%s\"", p);
         close(fd);

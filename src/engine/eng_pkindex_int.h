@@ -219,7 +219,7 @@ struct firn__pkindex {
 };
 
 /** Creates (and for a given folder, locks and empties of stale run files) the run folder on
- * first use. FIRN_ERR_IO; FIRN_ERR_CONFIG when another process holds the folder. */
+ * first use. FIRN_ERR_IO; FIRN_ERR_UNAVAILABLE when another process holds the folder. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_ensure_dir(firn__pkindex *idx, firn_err *err);
 /** Closes the folder: removes run files and manifest unless checkpointed, releases the lock,
  * removes a private folder. */

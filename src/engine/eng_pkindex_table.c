@@ -64,7 +64,7 @@ static void tag_of(const firn__table *t, int64_t snapshot_id, char *out, size_t 
 static void index_opts(firn__table *t, firn__pkindex_opts *o)
 {
     memset(o, 0, sizeof(*o));
-    if (!t->index_dir) {
+    if (!t->index_dir && !t->index_private) {
         char *base = base_dir(t->eng);
         if (base) {
             firn_buf b;
@@ -102,6 +102,18 @@ firn_rc firn__table_open_index(firn__table *t, bool load, firn_err *err)
     tag_of(t, current_snapshot_id(t), tag, sizeof(tag));
     bool loaded = false;
     firn_rc rc = firn__pkindex_open(&o, tag, &t->index, &loaded, why, sizeof(why), err);
+    if (rc == FIRN_ERR_UNAVAILABLE) {
+        /* Another firn uses the folder (say, on the same tables by mistake): it keeps it; this
+         * run keeps its index to itself and rebuilds it. */
+        FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": %s; the key index of this run is not kept",
+                 t->display, err ? err->msg : "key index folder in use");
+        firn_err_clear(err);
+        firn_free(t->index_dir);
+        t->index_dir = NULL;
+        t->index_private = true;
+        t->index = firn__table_new_index(t);
+        return FIRN_OK;
+    }
     if (rc) {
         firn_err_context(err, "while opening the key index of table \"%s\"", t->display);
         return rc;

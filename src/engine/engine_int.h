@@ -62,8 +62,8 @@ firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o);
 /** Opens the index kept in o->dir (required; created when missing) by the last
  * firn__pkindex_checkpoint: loaded (*out_loaded true) when that checkpoint carries tag and its
  * files check out, else an empty index (why[why_cap] says why; the folder's old files go at
- * first use). The folder stays locked until free. FIRN_ERR_IO; FIRN_ERR_CONFIG when another
- * process holds the folder. */
+ * first use). The folder stays locked until free. FIRN_ERR_IO; FIRN_ERR_UNAVAILABLE when
+ * another process holds the folder. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_open(const firn__pkindex_opts *o,
                                            const char *tag,
                                            firn__pkindex **out,
@@ -325,10 +325,11 @@ typedef struct firn__table {
     firn_batch *buf;         /* CDC changes not yet committed */
     firn_data_file *pending; /* backfill data files not yet committed */
     size_t n_pending;
-    bool index_dirty;  /* backfill retried a chunk: rebuild after commit */
-    char *index_dir;   /* the index's local folder, NULL: a private temporary one */
-    bool index_loaded; /* index read from its folder: the rebuild only places files */
-    bool index_synced; /* the index holds exactly snapshot index_snapshot */
+    bool index_dirty;   /* backfill retried a chunk: rebuild after commit */
+    char *index_dir;    /* the index's local folder, NULL: a private temporary one */
+    bool index_private; /* the folder is another process's: keep to a temporary one */
+    bool index_loaded;  /* index read from its folder: the rebuild only places files */
+    bool index_synced;  /* the index holds exactly snapshot index_snapshot */
     int64_t index_snapshot;
     firn__keymap *index_paths; /* while placing files of a loaded index: path -> ordinal */
     pthread_mutex_t mu;        /* guards pending, files and index during backfill */
@@ -374,8 +375,8 @@ FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
  * (eng_pkindex_table.c); t is marked as not holding a snapshot. */
 firn__pkindex *firn__table_new_index(firn__table *t);
 /** Sets t->index: with load, the copy a clean stop saved for the current snapshot when there is
- * one (t->index_loaded), else empty. FIRN_ERR_IO; FIRN_ERR_CONFIG when another process holds
- * the folder. */
+ * one (t->index_loaded), else empty; in a private temporary folder when another process holds
+ * the table's folder. FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__table_open_index(firn__table *t, bool load, firn_err *err);
 /** For a loaded index: gives live data file f the ordinal the index knows it by (t->files and
  * t->dv_files sized to the index's file table). FIRN_ERR_NOT_FOUND when the index does not know

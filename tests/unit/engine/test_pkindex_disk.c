@@ -282,7 +282,8 @@ T_TEST(folder_is_locked)
     firn__pkindex *b = NULL;
     char why[64];
     firn_err err = {0};
-    T_EQ_INT(firn__pkindex_open(&o, "t", &b, &loaded, why, sizeof(why), &err), FIRN_ERR_CONFIG);
+    T_EQ_INT(firn__pkindex_open(&o, "t", &b, &loaded, why, sizeof(why), &err),
+             FIRN_ERR_UNAVAILABLE);
     T_TRUE(strstr(err.msg, "in use") != NULL);
     T_TRUE(b == NULL);
     firn__pkindex_free(a);
