@@ -20,19 +20,11 @@
 #define MANIFEST_VERSION 1u
 #define MANIFEST_MAX     ((size_t)1 << 30)
 
-static char *dir_path(const char *dir, const char *name)
-{
-    firn_buf b;
-    firn_buf_init(&b, 8192);
-    firn_rc_ignore(firn_buf_appendf(&b, "%s/%s", dir, name));
-    return (char *)firn_buf_take(&b, NULL);
-}
-
 static char *run_path(const char *dir, uint32_t id)
 {
     char name[32];
     snprintf(name, sizeof(name), "run-%08u.pkr", id);
-    return dir_path(dir, name);
+    return firn__pk_path(dir, name);
 }
 
 static firn_rc mkdir_p(const char *path, firn_err *err)
@@ -84,7 +76,7 @@ static void remove_stale(const firn__pkindex *idx, bool keep_manifest)
                    (strcmp(name + n - 4, ".pkr") == 0 || strcmp(name + n - 4, ".tmp") == 0);
         bool manifest = strncmp(name, MANIFEST_NAME, strlen(MANIFEST_NAME)) == 0;
         if ((run && !is_live_run(idx, name)) || (manifest && !keep_manifest)) {
-            char *p = dir_path(idx->dir, name);
+            char *p = firn__pk_path(idx->dir, name);
             unlink(p);
             firn_free(p);
         }
@@ -98,7 +90,7 @@ static firn_rc lock_dir(firn__pkindex *idx, firn_err *err)
     if (idx->lock_fd >= 0)
         return FIRN_OK;
     FIRN_TRY(mkdir_p(idx->dir, err));
-    char *p = dir_path(idx->dir, "LOCK");
+    char *p = firn__pk_path(idx->dir, "LOCK");
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     firn_rc rc = FIRN_OK;
     if (fd < 0) {
@@ -119,7 +111,7 @@ static firn_rc lock_dir(firn__pkindex *idx, firn_err *err)
 static firn_rc make_temp_dir(firn__pkindex *idx, firn_err *err)
 {
     const char *tmp = getenv("TMPDIR");
-    char *path = dir_path(tmp && *tmp ? tmp : "/tmp", "firn-pkindex-XXXXXX");
+    char *path = firn__pk_path(tmp && *tmp ? tmp : "/tmp", "firn-pkindex-XXXXXX");
     if (!mkdtemp(path)) {
         firn_rc rc = firn_err_set_errno(err, FIRN_ERR_IO, errno,
                                         "could not create a folder for the key index");
@@ -150,7 +142,7 @@ void firn__pkindex_touch(firn__pkindex *idx)
     if (!idx->checkpointed)
         return;
     /* The runs may change from here on: the manifest must not name them any more. */
-    char *p = dir_path(idx->dir, MANIFEST_NAME);
+    char *p = firn__pk_path(idx->dir, MANIFEST_NAME);
     unlink(p);
     firn_free(p);
     idx->checkpointed = false;
@@ -163,7 +155,7 @@ void firn__pkindex_close_dir(firn__pkindex *idx)
         firn__pkrun_close(idx->runs[i], !keep);
     idx->n_runs = 0;
     if (!keep && idx->dir_ready) {
-        char *p = dir_path(idx->dir, MANIFEST_NAME);
+        char *p = firn__pk_path(idx->dir, MANIFEST_NAME);
         unlink(p);
         firn_free(p);
     }
@@ -210,17 +202,7 @@ static firn_rc write_file_synced(const char *path, const firn_buf *b, firn_err *
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create \"%s\"", path);
-    firn_rc rc = FIRN_OK;
-    size_t done = 0;
-    while (done < b->len && rc == FIRN_OK) {
-        ssize_t n = write(fd, b->data + done, b->len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not write \"%s\"", path);
-        else
-            done += (size_t)n;
-    }
+    firn_rc rc = firn__pk_write_all(fd, b->data, b->len, path, err);
     if (rc == FIRN_OK && fsync(fd) != 0)
         rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not fsync \"%s\"", path);
     if (close(fd) != 0 && rc == FIRN_OK)
@@ -240,8 +222,8 @@ firn_rc firn__pkindex_checkpoint(firn__pkindex *idx, const char *tag, firn_err *
         FIRN_TRY(firn__pkrun_sync(idx->runs[i], err));
     firn_buf b;
     firn_buf_init(&b, MANIFEST_MAX);
-    char *tmp = dir_path(idx->dir, MANIFEST_NAME ".tmp");
-    char *final = dir_path(idx->dir, MANIFEST_NAME);
+    char *tmp = firn__pk_path(idx->dir, MANIFEST_NAME ".tmp");
+    char *final = firn__pk_path(idx->dir, MANIFEST_NAME);
     firn_rc rc = encode_manifest(idx, tag, &b);
     if (rc)
         firn_err_set(err, rc, "key index manifest of \"%s\" is too large", idx->dir);
@@ -382,7 +364,7 @@ firn_rc firn__pkindex_open(const firn__pkindex_opts *o,
     }
     firn_buf b;
     firn_buf_init(&b, MANIFEST_MAX);
-    char *p = dir_path(idx->dir, MANIFEST_NAME);
+    char *p = firn__pk_path(idx->dir, MANIFEST_NAME);
     bool loaded = read_whole(p, &b, why, why_cap) == FIRN_OK &&
                   parse_manifest(idx, &b, tag, why, why_cap) == FIRN_OK;
     firn_free(p);

@@ -179,6 +179,12 @@ void firn__pkrun_iter_deinit(firn__pkrun_iter *it);
  * it->ents[it->i] while !done. */
 FIRN_MUST_CHECK firn_rc firn__pkrun_iter_next(firn__pkrun_iter *it, firn_err *err);
 
+/** "<dir>/<name>", owned. */
+char *firn__pk_path(const char *dir, const char *name);
+/** Writes all len bytes of p to fd (path for messages). FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc
+firn__pk_write_all(int fd, const void *p, size_t len, const char *path, firn_err *err);
+
 /** Test hook: when not 0, counts down once per page written (all writers of the process, not
  * thread-safe) and the write that brings it to 0 fails with FIRN_ERR_IO. */
 extern uint64_t firn__pkrun_fail_after_pages;

@@ -156,7 +156,7 @@ struct firn__pkrun_writer {
     uint64_t n_entries, n_tombs;
 };
 
-static char *path_join(const char *dir, const char *name)
+char *firn__pk_path(const char *dir, const char *name)
 {
     firn_buf b;
     firn_buf_init(&b, 8192);
@@ -164,7 +164,7 @@ static char *path_join(const char *dir, const char *name)
     return (char *)firn_buf_take(&b, NULL);
 }
 
-static firn_rc write_all(int fd, const void *p, size_t len, const char *path, firn_err *err)
+firn_rc firn__pk_write_all(int fd, const void *p, size_t len, const char *path, firn_err *err)
 {
     const uint8_t *b = p;
     while (len > 0) {
@@ -188,9 +188,9 @@ firn_rc firn__pkrun_writer_open(const char *dir,
     char name[64];
     snprintf(name, sizeof(name), "run-%08u.pkr", id);
     firn__pkrun_writer *w = firn_calloc(1, sizeof(*w));
-    w->final = path_join(dir, name);
+    w->final = firn__pk_path(dir, name);
     snprintf(name, sizeof(name), "run-%08u.tmp", id);
-    w->tmp = path_join(dir, name);
+    w->tmp = firn__pk_path(dir, name);
     w->dir = firn_strdup(dir);
     w->id = id;
     w->shape = *shape;
@@ -235,7 +235,7 @@ static firn_rc flush_out(firn__pkrun_writer *w, firn_err *err)
 {
     if (w->out_n == 0)
         return FIRN_OK;
-    FIRN_TRY(write_all(w->fd, w->out, (size_t)w->out_n * PK_PAGE, w->tmp, err));
+    FIRN_TRY(firn__pk_write_all(w->fd, w->out, (size_t)w->out_n * PK_PAGE, w->tmp, err));
     w->out_n = 0;
     return FIRN_OK;
 }
@@ -383,7 +383,7 @@ static firn_rc write_tail(firn__pkrun_writer *w, firn_err *err)
         for (; n < sizeof(chunk) / 8 && p < w->n_pages; n++, p++)
             st64(chunk + n * 8, w->fences[p]);
         fcrc = (uint32_t)crc32(fcrc, chunk, (uInt)(n * 8));
-        FIRN_TRY(write_all(w->fd, chunk, n * 8, w->tmp, err));
+        FIRN_TRY(firn__pk_write_all(w->fd, chunk, n * 8, w->tmp, err));
     }
     uint8_t *hdr = firn_malloc(PK_PAGE);
     build_header(w, fcrc, hdr);

@@ -11,8 +11,8 @@ import shutil
 import signal
 import time
 
-from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows, stop_process, wait_for)
+from firnutil import FirnEnv, stop_process, wait_for
+from test_engine_e2e import compare_table
 
 SCHEMA = """
 CREATE TABLE big (id int8 PRIMARY KEY, v int4, note text);
@@ -37,17 +37,7 @@ def change(conn, k: int) -> None:
 
 
 def compare(fe: FirnEnv, conn, duck, table: str) -> None:
-    ice = fe.catalog().load_table(f"e2e.{table}")
-    schema = ice.schema()
-    names = [f.name for f in schema.fields if f.name not in META_COLUMNS]
-    expected = sorted(source_rows(conn, table, schema, names), key=repr)
-    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
-                          ("duckdb", fe.duckdb_arrow(duck, table))):
-        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
-        actual = sorted(arrow_rows(arrow, names), key=repr)
-        diff = diff_rows(want, actual, key=None, names=names)
-        assert not diff, f"{reader} reads {table} differently from the source:\n{diff}"
-        assert rows_hash(actual) == rows_hash(want)
+    compare_table(fe, conn, duck, table, key=None)
 
 
 def index_dirs(root) -> dict[str, object]:
