@@ -225,13 +225,17 @@ def events_log(fe: FirnEnv, table: str = "events",
     return [sorted(g) for _, g in sorted(groups.items())]
 
 
-def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_path):
+@pytest.mark.parametrize("delete_mode, version", [("position", 2), ("deletion_vector", 3)])
+def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_path, delete_mode,
+                                              version):
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(MIXED_SCHEMA)
         conn.execute(f'ALTER DATABASE "{pg_db}" SET logical_decoding_work_mem = \'64kB\'')
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["accounts", "docs_full", "scratch", "events", "audit"])
+        fe.setup(pg, ["accounts", "docs_full", "scratch", "events", "audit"],
+                 destination={"delete_mode": delete_mode})
         fe.sync()
+        assert fe.catalog().load_table("e2e.accounts").metadata.format_version == version
         tables = {"accounts": 0, "docs_full": 0, "scratch": 0}
         for t in tables:
             compare_table(fe, conn, duck, t)

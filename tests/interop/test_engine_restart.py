@@ -123,13 +123,15 @@ class Writer(threading.Thread):
             raise self.error
 
 
-def make_env(pg, dbname, firn_bin, tmp_path, interval_s=0.3) -> FirnEnv:
+def make_env(pg, dbname, firn_bin, tmp_path, interval_s=0.3,
+             delete_mode: str = "position") -> FirnEnv:
     with pg.connect(dbname=dbname) as conn:
         # transactions past 64 kB reach firn streamed, in chunks, before their commit
         conn.execute(f'ALTER DATABASE "{dbname}" SET logical_decoding_work_mem = \'64kB\'')
     fe = FirnEnv(firn_bin, tmp_path / "firn", dbname)
     fe.setup(pg, ["bank", "items", "ledger", "scratch"], interval_s=interval_s,
-             source={"batch_rows": 500, "chunk_size": "64KiB", "parallelism": 2})
+             source={"batch_rows": 500, "chunk_size": "64KiB", "parallelism": 2},
+             destination={"delete_mode": delete_mode})
     return fe
 
 
@@ -236,11 +238,12 @@ def test_stop_during_backfill_is_prompt(pg, pg_db, firn_bin, tmp_path):
 def test_kill_points(pg, pg_db, firn_bin, duck, tmp_path):
     points = int(os.environ.get("FIRN_KILL_POINTS", "50"))
     seed = int(os.environ.get("FIRN_KILL_SEED", str(random.randrange(1 << 30))))
-    print(f"kill loop: {points} points, FIRN_KILL_SEED={seed}")
     rng = random.Random(seed)
+    delete_mode = rng.choice(["position", "deletion_vector"])
+    print(f"kill loop: {points} points, FIRN_KILL_SEED={seed}, delete_mode {delete_mode}")
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(SCHEMA)
-        fe = make_env(pg, pg_db, firn_bin, tmp_path)
+        fe = make_env(pg, pg_db, firn_bin, tmp_path, delete_mode=delete_mode)
         writer = Writer(pg, pg_db, seed=seed)
         writer.start()
         kills = {"hook": 0, "outside": 0, "clean": 0}
