@@ -3,7 +3,7 @@
 # Long kill -9 torture run (README "Operations", docs/operations.md): the kill loop of
 # tests/interop/test_engine_restart.py (firn killed at FIRN_TEST_CRASH points and from outside
 # while a writer changes the source, restarted each time, then every table checked against the
-# source by full-row hash) in rounds of FIRN_TORTURE_ROUND points (default 200, a fresh database
+# source by full-row hash) in rounds of FIRN_TORTURE_ROUND points (default 100, a fresh database
 # each) until N points were tried. Not part of scripts/test.sh. Uses FIRN_BIN (default
 # build/asan/src/cli/firn: build it first). A failing round prints its seed for a replay.
 #
@@ -16,7 +16,7 @@ total=${1:-}
     echo "usage: scripts/torture.sh N   (N kill points, e.g. 2000)" >&2
     exit 2
 }
-round_size=${FIRN_TORTURE_ROUND:-200}
+round_size=${FIRN_TORTURE_ROUND:-100}
 py=${FIRN_CACHE:-$HOME/.cache/firn}/venv/bin/python
 logs=build/test-logs/torture
 mkdir -p "$logs"

@@ -300,7 +300,9 @@ def test_kill_points(pg, pg_db, firn_bin, duck, tmp_path):
         print(f"kill loop: {kills}, {writer.txns} source transactions ({streamed} reached firn "
               f"streamed); points: {history}")
         assert kills["hook"] + kills["outside"] >= points // 2, kills
-        fe.sync(timeout=300)
+        # ASan firn restarted every few seconds falls behind the writer; long runs leave a
+        # backlog for this last catch-up run
+        fe.sync(timeout=max(300, 6 * points))
         check_atomic(fe)
         check_equal(fe, conn, duck)
 
