@@ -298,8 +298,6 @@ static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
     return FIRN_OK;
 }
 
-/* True when some table's initial copy is pending; warns about the append-mode ones that a
- * copy outside the slot's snapshot may duplicate changes in. */
 /* The slot is gone but tables already hold streamed changes: what happened between their
  * position and a new slot is no longer in the WAL. Copy those tables again in the new slot's
  * snapshot (never resume silently at the new slot's position). */
@@ -326,6 +324,8 @@ static firn_rc recopy_after_lost_slot(firn__engine *e, firn_err *err)
     return FIRN_OK;
 }
 
+/* True when some table's initial copy is pending; warns about the append-mode ones that a
+ * copy outside the slot's snapshot may duplicate changes in. */
 static bool pending_backfill(const firn__engine *e)
 {
     bool pending = false;
