@@ -215,6 +215,29 @@ def test_clean_stop_mid_stream(pg, pg_db, firn_bin, duck, tmp_path, sig, code):
         check_equal(fe, conn, duck)
 
 
+def test_second_signal_exits_at_once(pg, pg_db, firn_bin, tmp_path):
+    """A second SIGTERM during the clean stop exits at once (143); that is a crash, and the next
+    run loses and duplicates nothing."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(SCHEMA)
+        fe = make_env(pg, pg_db, firn_bin, tmp_path)
+        writer = Writer(pg, pg_db, seed=7)
+        writer.start()
+        try:
+            for _ in range(3):
+                proc = fe.start_follow()
+                time.sleep(3)
+                proc.send_signal(signal.SIGTERM)
+                time.sleep(0.05)
+                rc = stop_process(proc, signal.SIGTERM, timeout=20)
+                assert rc in (0, 143), (fe.root / "follow.log").read_text()[-3000:]
+                check_atomic(fe)
+        finally:
+            writer.stop()
+        fe.sync()
+        check_equal(fe, conn)
+
+
 def test_stop_during_backfill_is_prompt(pg, pg_db, firn_bin, tmp_path):
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(SCHEMA)
