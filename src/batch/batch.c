@@ -559,6 +559,18 @@ size_t firn_batch_bytes(const firn_batch *b)
 
 static void copy_slot(firn_column *dst, const firn_column *src, size_t i);
 
+/* Appends fixed-width slot i of src to dst through a copy: dst may be src, whose values move
+ * when the append grows them. */
+static void copy_fixed(firn_column *dst, const firn_column *src, size_t i)
+{
+    uint8_t local[32];
+    uint8_t *tmp = src->width <= sizeof(local) ? local : firn_malloc(src->width);
+    memcpy(tmp, src->values + i * src->width, src->width);
+    append_fixed(dst, tmp, src->width);
+    if (tmp != local)
+        firn_free(tmp);
+}
+
 static void copy_list(firn_column *dst, const firn_column *src, size_t i)
 {
     firn_column_list_begin(dst);
@@ -587,12 +599,19 @@ static void copy_slot(firn_column *dst, const firn_column *src, size_t i)
         copy_list(dst, src, i);
         return;
     case FIRN_TYPE_STRING:
-    case FIRN_TYPE_BINARY:
-        firn_column_append_bytes(dst, firn_column_data(src) + src->offsets[i],
-                                 src->offsets[i + 1] - src->offsets[i]);
+    case FIRN_TYPE_BINARY: {
+        size_t len = src->offsets[i + 1] - src->offsets[i];
+        /* Copying a slot of the column onto its own end: grow first, so the bytes do not move
+         * away under the copy. */
+        if (dst == src) {
+            firn_rc rc = firn_buf_reserve(&dst->data, len);
+            FIRN_ASSERT(rc == FIRN_OK);
+        }
+        firn_column_append_bytes(dst, firn_column_data(src) + src->offsets[i], len);
         return;
+    }
     default:
-        append_fixed(dst, src->values + i * src->width, src->width);
+        copy_fixed(dst, src, i);
         return;
     }
 }

@@ -3,6 +3,8 @@
 #include "firn/batch.h"
 #include "t.h"
 
+#include <string.h>
+
 static firn_field *make_schema(void)
 {
     firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
@@ -244,7 +246,51 @@ T_TEST(metadata_columns_filled_by_end_row)
     firn_field_free(s);
 }
 
+/* A column copies its own earlier slots onto its end (the engine fills unchanged TOAST values
+ * of a row from an earlier image in the same buffer) while every append grows its buffers:
+ * under ASan a copy from memory the growth freed fails. */
+T_TEST(append_from_own_column)
+{
+    firn_field *schema = make_schema();
+    firn_batch *b = firn_batch_new(schema);
+    firn_err err = {0};
+    char big[3000];
+    memset(big, 'v', sizeof(big));
+    firn_column *id = firn_batch_column(b, 0), *name = firn_batch_column(b, 1);
+    firn_column *amount = firn_batch_column(b, 2), *tags = firn_batch_column(b, 3);
+    firn_column_append_i64(id, 7);
+    firn_column_append_bytes(name, big, sizeof(big));
+    firn_column_append_i128(amount, -1, 42);
+    firn_column_list_begin(tags);
+    for (int k = 0; k < 100; k++)
+        firn_column_append_i32(firn_column_child(tags, 0), k);
+    firn_column_list_end(tags);
+    firn_column_append_null(firn_batch_column(b, 4));
+    T_OK(firn_batch_end_row(b, FIRN_OP_INSERT, 1, &err));
+    for (size_t r = 1; r < 200; r++) {
+        firn_column_append_from(id, id, r - 1);
+        firn_column_append_from(name, name, r - 1);
+        firn_column_append_from(amount, amount, r - 1);
+        firn_column_append_from(tags, tags, r - 1);
+        firn_column_append_null(firn_batch_column(b, 4));
+        T_OK(firn_batch_end_row(b, FIRN_OP_UPDATE, r + 1, &err));
+    }
+    const uint32_t *off = firn_column_offsets(name);
+    T_EQ_UINT(off[200] - off[199], sizeof(big));
+    T_EQ_MEM(firn_column_data(name) + off[199], big, sizeof(big));
+    T_EQ_INT(((const int64_t *)firn_column_values(id))[199], 7);
+    const uint64_t *dec = firn_column_values(amount);
+    T_EQ_UINT(dec[2 * 199], 42);
+    T_EQ_UINT(dec[2 * 199 + 1], UINT64_MAX);
+    const uint32_t *toff = firn_column_offsets(tags);
+    T_EQ_UINT(toff[200] - toff[199], 100);
+    T_EQ_INT(((const int32_t *)firn_column_values(firn_column_child(tags, 0)))[toff[199] + 99], 99);
+    firn_batch_free(b);
+    firn_field_free(schema);
+}
+
 T_MAIN(T_CASE(flat_and_nested_rows),
+       T_CASE(append_from_own_column),
        T_CASE(metadata_columns_filled_by_end_row),
        T_CASE(append_rows_and_keys),
        T_CASE(end_row_checks_lengths),
