@@ -8,6 +8,8 @@ in a source, unknown destination key) are extended here to the other files and t
 from __future__ import annotations
 
 import json
+import signal
+import time
 import os
 import shutil
 import socket
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PG_CLUSTER, PW_ROLE, PW_SECRET, PgCluster, _parse_exports
-from firnutil import FirnEnv
+from firnutil import FirnEnv, wait_for
 
 PASSWORD_ENV = "FIRN_TEST_E2E_PASSWORD"
 
@@ -171,3 +173,16 @@ def test_warehouse_not_writable(fe):
     for args in (["check", "--destination", str(fe.destination)], ["sync", *fe.sync_args]):
         line = one_error(run(fe, *args), 4)
         assert "/dev/null/warehouse" in line, line
+
+
+def test_slot_in_use_by_another_firn(fe):
+    first = fe.start_follow()
+    try:
+        wait_for(lambda: b"replication connection open" in (fe.root / "follow.log").read_bytes()
+                 and first.poll() is None, 60, what="the first firn to stream")
+        time.sleep(1)
+        line = one_error(run(fe, "sync", *fe.sync_args), 3)
+        assert "firn_e2e" in line and "active" in line, line
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=30) == 0
