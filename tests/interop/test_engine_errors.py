@@ -8,13 +8,13 @@ in a source, unknown destination key) are extended here to the other files and t
 from __future__ import annotations
 
 import json
-import signal
-import time
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
