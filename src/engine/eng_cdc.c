@@ -253,12 +253,14 @@ static long prev_image(firn__table *t, size_t row, firn_buf *key)
 }
 
 /* Fetches the current values of unchanged TOAST columns by key (docs/cdc.md): the row as it is
- * now, which a later change in the stream may still replace. */
+ * now, which a later change in the stream may still replace. *gone: the key no longer exists
+ * (nulls appended); a later change in the stream deletes or re-keys the row. */
 static firn_rc fetch_unchanged(cdc *c,
                                rel_map *m,
                                const firn_pgo_rel *rel,
                                const firn_pgo_tuple *tup,
                                firn_column **cols,
+                               bool *gone,
                                firn_err *err)
 {
     firn__table *t = m->table;
@@ -291,6 +293,7 @@ static firn_rc fetch_unchanged(cdc *c,
     }
     for (size_t k = 0; k < n_keys; k++)
         firn_free(copies[k]);
+    *gone = rc == FIRN_OK && PQntuples(res) == 0;
     int field = 0;
     for (uint16_t i = 0; rc == FIRN_OK && i < tup->n_cols; i++) {
         if (tup->cols[i].kind != FIRN_PGO_COL_UNCHANGED)
@@ -355,7 +358,13 @@ static firn_rc append_tuple(
                     firn_column_append_from(cols[i], cols[i], (size_t)prev);
             }
         } else {
-            FIRN_TRY(fetch_unchanged(c, m, rel, tup, cols, err));
+            bool gone = false;
+            FIRN_TRY(fetch_unchanged(c, m, rel, tup, cols, &gone, err));
+            /* The row was deleted or re-keyed since: a later change in the stream says so.
+             * Until then it counts as deleted, never as a row with nulls for its values (a
+             * NOT NULL column would stop every run at this change). */
+            if (gone && t->upsert)
+                op = FIRN_OP_DELETE;
         }
     }
     return firn_batch_end_row(t->buf, op, c->txn_commit_lsn, err);

@@ -266,3 +266,23 @@ def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_pat
         # The empty table's initial copy stays done: not copied again, its log intact.
         assert events_log(fe, "audit", audit) == [[("c", 1, "one"), ("c", 2, "two")],
                                                   [("c", 3, "three")]]
+
+
+def test_unchanged_toast_of_a_row_deleted_since(pg, pg_db, firn_bin, duck, tmp_path):
+    """An UPDATE leaving a TOAST value untouched (REPLICA IDENTITY DEFAULT) of a row deleted or
+    re-keyed before firn reads it: the value cannot be fetched any more; with a commit between
+    that change and the delete, firn must neither write a null into the NOT NULL column (which
+    stopped every run at that change) nor lose the later state."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE d (id int PRIMARY KEY, note text, body text NOT NULL); "
+                     "INSERT INTO d SELECT g, 'n', (SELECT string_agg(md5(g::text || h), '') "
+                     "FROM generate_series(1, 300) h) FROM generate_series(1, 4) g")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["d"], interval_s=0.001)  # a commit after every source transaction
+        fe.sync()
+        for stmt in ("UPDATE d SET note = 'x' WHERE id = 1", "DELETE FROM d WHERE id = 1",
+                     "UPDATE d SET note = 'y' WHERE id = 2", "UPDATE d SET id = 20 WHERE id = 2",
+                     "UPDATE d SET note = 'z' WHERE id = 3"):
+            conn.execute(stmt)
+        fe.sync()
+        compare_table(fe, conn, duck, "d")
