@@ -17,6 +17,16 @@ total=${1:-}
     exit 2
 }
 round_size=${FIRN_TORTURE_ROUND:-100}
+# A private copy of the binary, so that a rebuild during a long run does not pull it away.
+bin=${FIRN_BIN:-build/asan/src/cli/firn}
+[[ -x $bin ]] || {
+    echo "torture: no firn binary at $bin: build it (cmake --build --preset asan) or set FIRN_BIN" >&2
+    exit 2
+}
+work=$(mktemp -d "${TMPDIR:-/tmp}/firn-torture.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cp "$bin" "$work/firn"
+export FIRN_BIN=$work/firn
 py=${FIRN_CACHE:-$HOME/.cache/firn}/venv/bin/python
 logs=build/test-logs/torture
 mkdir -p "$logs"
