@@ -14,6 +14,7 @@
 #define COMMIT_BACKOFF_MAX_MS          2000
 #define COMMIT_CONFLICT_BUDGET_MS      120000 /* how long to keep retrying after conflicts */
 #define COMMIT_CONFLICT_BACKOFF_MAX_MS 500
+#define UPSERT_REBUILD_ROUNDS          20 /* key index rebuilds after other writers' commits */
 #define MERGE_MANIFESTS_AT             100
 
 static void sleep_ms(int ms)
@@ -49,6 +50,7 @@ typedef struct commit_req {
     const firn_summary *extra;
     const firn_dv_replace *replaces; /* v3: DVs the added DVs replace */
     size_t n_replaces;
+    bool index_bound; /* deletes and upserts computed from the key index at the parent */
 } commit_req;
 
 /* One attempt: manifests and list on the current metadata, then the catalog's
@@ -166,6 +168,9 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
         if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id))
             return FIRN_OK;
         bool conflict = rc == FIRN_ERR_CONFLICT;
+        if (conflict && q->index_bound)
+            return firn_err_set(err, FIRN_ERR_CONFLICT,
+                                "table \"%s\" was changed by another writer", t->display);
         int64_t spent_ms = (firn_monotonic_ns() - t0) / 1000000;
         if (conflict ? spent_ms >= COMMIT_CONFLICT_BUDGET_MS : ++failures >= COMMIT_ATTEMPTS)
             return rc;
@@ -190,7 +195,7 @@ firn_rc firn__table_commit(firn__table *t,
                            const firn_summary *extra,
                            firn_err *err)
 {
-    commit_req q = {data, n_data, deletes, n_deletes, truncate, extra, NULL, 0};
+    commit_req q = {data, n_data, deletes, n_deletes, truncate, extra, NULL, 0, false};
     return commit_req_run(t, q, lsn, err);
 }
 
@@ -205,7 +210,7 @@ firn_rc firn__table_commit_dvs(firn__table *t,
                                const firn_summary *extra,
                                firn_err *err)
 {
-    commit_req q = {data, n_data, dvs, n_dvs, false, extra, replaces, n_replaces};
+    commit_req q = {data, n_data, dvs, n_dvs, false, extra, replaces, n_replaces, false};
     return commit_req_run(t, q, lsn, err);
 }
 
@@ -230,6 +235,7 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;
+    q.index_bound = t->upsert && !q.truncate;
     firn__fault_point("after-upload");
     firn_rc rc = commit_retry(t, &q, commit_id, err);
     if (rc == FIRN_OK)
@@ -379,6 +385,52 @@ static firn_rc write_deletes(
     return rc;
 }
 
+/* Deletes the fold's keys where the key index has them and commits that with the data files
+ * o->files[0..n_data). */
+static firn_rc commit_upsert(firn__table *t,
+                             const firn__fold *f,
+                             const firn__write_ctx *w,
+                             flush_out *o,
+                             size_t n_data,
+                             firn__dv_batch *dvs,
+                             uint64_t lsn,
+                             const firn_summary *extra,
+                             firn_err *err)
+{
+    firn_rc rc = collect_deletes(t, f, o, err);
+    if (rc == FIRN_OK)
+        rc = write_deletes(t, w, o, dvs, err);
+    if (rc || (o->n_files == 0 && lsn <= t->committed_lsn))
+        return rc;
+    if (o->n_files > 0 && t->dv)
+        return firn__table_commit_dvs(t, o->files, n_data, o->files + n_data, o->n_files - n_data,
+                                      dvs->replaces, dvs->n_replaces, lsn, extra, err);
+    if (o->n_files > 0)
+        return firn__table_commit(t, o->files, n_data, o->files + n_data, o->n_files - n_data,
+                                  false, lsn, extra, err);
+    t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
+    return FIRN_OK;
+}
+
+/* Forgets the delete files and DVs of a commit that did not land (they stay unreferenced). */
+static void drop_deletes(flush_out *o, size_t n_data, firn__dv_batch *dvs)
+{
+    for (size_t i = n_data; i < o->n_files; i++)
+        firn_data_file_deinit(&o->files[i]);
+    o->n_files = n_data;
+    firn_free(o->dels);
+    firn_free(o->keys);
+    firn_free(o->old);
+    firn_free(o->present);
+    o->dels = NULL;
+    o->keys = NULL;
+    o->old = NULL;
+    o->present = NULL;
+    o->n_dels = 0;
+    firn__dv_batch_free(dvs);
+    memset(dvs, 0, sizeof(*dvs));
+}
+
 static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     firn__fold f;
@@ -388,22 +440,23 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     char data_dir[4096];
     firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
     o.locs = firn_calloc(f.n_upserts ? f.n_upserts : 1, sizeof(*o.locs));
-    firn_rc rc = collect_deletes(t, &f, &o, err);
-    if (rc == FIRN_OK)
-        rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files, &o.n_files,
-                                    o.locs, err);
+    firn_rc rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files,
+                                        &o.n_files, o.locs, err);
     size_t n_data = o.n_files;
-    if (rc == FIRN_OK)
-        rc = write_deletes(t, &w, &o, &dvs, err);
-    if (rc == FIRN_OK && (o.n_files > 0 || lsn > t->committed_lsn)) {
-        if (o.n_files > 0 && t->dv)
-            rc = firn__table_commit_dvs(t, o.files, n_data, o.files + n_data, o.n_files - n_data,
-                                        dvs.replaces, dvs.n_replaces, lsn, extra, err);
-        else if (o.n_files > 0)
-            rc = firn__table_commit(t, o.files, n_data, o.files + n_data, o.n_files - n_data, false,
-                                    lsn, extra, err);
-        else
-            t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
+    for (int round = 1; rc == FIRN_OK; round++) {
+        rc = commit_upsert(t, &f, &w, &o, n_data, &dvs, lsn, extra, err);
+        if (rc != FIRN_ERR_CONFLICT || round >= UPSERT_REBUILD_ROUNDS)
+            break;
+        /* Another writer committed (Spark, maintenance): its data files and deletes may hold
+         * or remove rows of our keys, so the index is rebuilt on the table as it is now (the
+         * failed commit reloaded it) and the deletes are computed again. */
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\" was changed by another writer; rebuilding the key index",
+                 t->display);
+        drop_deletes(&o, n_data, &dvs);
+        firn__table_reset_index(t);
+        rc = firn__table_rebuild_index(t, err);
+        w = write_ctx(t, data_dir, sizeof(data_dir)); /* the reload freed the old spec */
     }
     if (rc == FIRN_OK && t->dv)
         firn__dv_commit_done(t, o.files + n_data, &dvs);

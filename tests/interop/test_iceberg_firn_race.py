@@ -96,3 +96,60 @@ def test_two_processes_commit_data_files_to_one_table(sql_catalog, tools):
     switches = sum(1 for x, y in zip(order, order[1:]) if x != y)
     assert retries > 0 or switches >= 2, order
     print(f"race: {retries} retried commits, {switches} writer switches in the chain")
+
+
+def _wait_for(pred, timeout=60.0):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_follow_run_while_another_writer_rewrites_and_inserts(firn_job):
+    """A long-running `firn sync --follow` keeps its key index in memory; another writer
+    rewrites every data file (a copy-on-write compaction, here pyiceberg's overwrite) and then
+    appends a row with a key the source inserts later. firn's next commits must delete the key's
+    row where it lives now and the foreign row of the re-inserted key: no duplicate keys."""
+    import signal
+
+    job = firn_job([{"stream_name": "t"}], setup=[
+        "CREATE TABLE t (id int PRIMARY KEY, v text)",
+        "INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 10) g"])
+    job.commit_interval_s = 1
+    job.sync()
+    p = job.write_configs()
+    log_path = job.workdir / "follow.log"
+
+    def snapshots():  # firn's commits
+        return sum(1 for s in job.loc.pyiceberg().load_table("src.t").snapshots()
+                   if s.summary.additional_properties.get("engine-name") == "firn")
+
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([str(job.firn_bin), "sync", "--source", str(p["source"]),
+                                 "--destination", str(p["destination"]), "--streams",
+                                 str(p["streams"]), "--state", str(p["state"]), "--follow"],
+                                stdout=log, stderr=log)
+    try:
+        job.sql("UPDATE t SET v = 'first' WHERE id = 1")  # firn is streaming once this lands
+        assert _wait_for(lambda: snapshots() == 2), log_path.read_text()[-3000:]
+        tbl = job.loc.pyiceberg().load_table("src.t")
+        tbl.overwrite(tbl.scan().to_arrow())  # every data file replaced by a new one
+        job.sql("UPDATE t SET v = 'changed' WHERE id = 3")
+        assert _wait_for(lambda: snapshots() == 3), log_path.read_text()[-3000:]
+        tbl = job.loc.pyiceberg().load_table("src.t")
+        import pyarrow as pa
+        tbl.append(pa.Table.from_pylist([{"id": 11, "v": "foreign"}],
+                                        schema=tbl.schema().as_arrow()))
+        job.sql("INSERT INTO t VALUES (11, 'from-source')", "DELETE FROM t WHERE id = 2")
+        assert _wait_for(lambda: snapshots() == 4), log_path.read_text()[-3000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    log = log_path.read_text()
+    assert proc.returncode == 0, log[-3000:]
+    assert log.count("changed by another writer; rebuilding the key index") >= 2, log[-3000:]
+    assert pyiceberg_rows(job.loc, "src.t", ["id", "v"]) == job.source_rows("SELECT id, v FROM t")
+    assert duckdb_rows(job.loc, "src.t", ["id", "v"]) == job.source_rows("SELECT id, v FROM t")
+    snapshot_chain(job.loc.pyiceberg().load_table("src.t"))
