@@ -168,9 +168,15 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
         if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id))
             return FIRN_OK;
         bool conflict = rc == FIRN_ERR_CONFLICT;
-        if (conflict && q->index_bound)
+        if (conflict && q->index_bound) {
+            /* The deletes were computed from the key index at the old parent: the caller
+             * rebuilds it and computes them again (flush_upsert). */
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "table \"%s\": commit attempt %d failed (%s), computing deletes again",
+                     t->display, attempt, err ? err->msg : firn_rc_message(rc));
             return firn_err_set(err, FIRN_ERR_CONFLICT,
                                 "table \"%s\" was changed by another writer", t->display);
+        }
         int64_t spent_ms = (firn_monotonic_ns() - t0) / 1000000;
         if (conflict ? spent_ms >= COMMIT_CONFLICT_BUDGET_MS : ++failures >= COMMIT_ATTEMPTS)
             return rc;
@@ -443,19 +449,32 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     firn_rc rc = firn__write_data_files(&w, t->buf, f.upsert_rows, f.n_upserts, &o.files,
                                         &o.n_files, o.locs, err);
     size_t n_data = o.n_files;
+    int backoff_ms = COMMIT_BACKOFF_MIN_MS / 2;
     for (int round = 1; rc == FIRN_OK; round++) {
+        const firn_snapshot *parent = firn_table_metadata_current_snapshot(t->cat.metadata);
+        int64_t base = parent ? parent->snapshot_id : -1;
         rc = commit_upsert(t, &f, &w, &o, n_data, &dvs, lsn, extra, err);
         if (rc != FIRN_ERR_CONFLICT || round >= UPSERT_REBUILD_ROUNDS)
             break;
-        /* Another writer committed (Spark, maintenance): its data files and deletes may hold
-         * or remove rows of our keys, so the index is rebuilt on the table as it is now (the
-         * failed commit reloaded it) and the deletes are computed again. */
-        FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "table \"%s\" was changed by another writer; rebuilding the key index",
-                 t->display);
+        /* Another writer committed (Spark, maintenance): rows of our keys may now live in the
+         * files it added, so the index takes them in and the deletes are computed again.
+         * Deletion-vector tables rebuild it whole. */
         drop_deletes(&o, n_data, &dvs);
-        firn__table_reset_index(t);
-        rc = firn__table_rebuild_index(t, err);
+        sleep_ms(jitter_ms(backoff_ms));
+        backoff_ms = backoff_ms * 2 > COMMIT_CONFLICT_BACKOFF_MAX_MS
+                         ? COMMIT_CONFLICT_BACKOFF_MAX_MS
+                         : backoff_ms * 2;
+        bool caught_up = false;
+        rc = reload(t, err); /* after the wait: the next attempt starts from the newest state */
+        if (rc == FIRN_OK && !t->dv && base >= 0)
+            rc = firn__table_index_since(t, base, &caught_up, err);
+        if (rc == FIRN_OK && !caught_up) {
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "table \"%s\" was changed by another writer; rebuilding the key index",
+                     t->display);
+            firn__table_reset_index(t);
+            rc = firn__table_rebuild_index(t, err);
+        }
         w = write_ctx(t, data_dir, sizeof(data_dir)); /* the reload freed the old spec */
     }
     if (rc == FIRN_OK && t->dv)

@@ -689,3 +689,51 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
         firn__table_index_synced(t);
     return rc;
 }
+
+/* ---- catching the index up with other writers' commits ------------------------------------ */
+
+/* Indexes the data files snapshot s added (entries ADDED by s in the manifests s wrote). */
+static firn_rc index_added_by(firn__table *t, const firn_snapshot *s, firn_err *err)
+{
+    firn_manifest_file *mfs = NULL;
+    size_t n = 0;
+    FIRN_TRY(firn_manifest_list_read(t->eng->io, s->manifest_list, &mfs, &n, err));
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
+        if (mfs[i].added_snapshot_id != s->snapshot_id || mfs[i].content != FIRN_MANIFEST_DATA)
+            continue;
+        firn_manifest *m = NULL;
+        rc = firn_manifest_read(t->eng->io, &mfs[i], &m, err);
+        for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++) {
+            const firn_manifest_entry *en = &m->entries[e];
+            if (en->status == FIRN_ENTRY_ADDED && en->snapshot_id == s->snapshot_id &&
+                en->file.content == FIRN_CONTENT_DATA)
+                rc = index_data_file(t, &en->file, NULL, err);
+        }
+        firn_manifest_free(m);
+    }
+    firn_manifest_files_free(mfs, n);
+    return rc;
+}
+
+firn_rc
+firn__table_index_since(firn__table *t, int64_t base_snapshot_id, bool *out_ok, firn_err *err)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    const firn_snapshot *chain[256];
+    size_t n = 0;
+    *out_ok = false;
+    for (const firn_snapshot *s = firn_table_metadata_current_snapshot(md);
+         s && s->snapshot_id != base_snapshot_id;
+         s = s->parent_snapshot_id >= 0 ? firn_table_metadata_snapshot(md, s->parent_snapshot_id)
+                                        : NULL) {
+        if (n == sizeof(chain) / sizeof(chain[0]) || s->parent_snapshot_id < 0)
+            return FIRN_OK; /* too far, or base is not an ancestor: rebuild */
+        chain[n++] = s;
+    }
+    /* Oldest first, so a key rewritten twice ends at its newest row. */
+    while (n > 0)
+        FIRN_TRY(index_added_by(t, chain[--n], err));
+    *out_ok = true;
+    return FIRN_OK;
+}

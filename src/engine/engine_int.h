@@ -370,6 +370,16 @@ void firn__table_deinit(firn__table *t);
 /** Rebuilds t's key index from the key columns of every live data file of the current
  * snapshot minus its position deletes. */
 FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err);
+/** Catches t's key index up with the commits between snapshot base_snapshot_id (which the
+ * index reflects) and t's current snapshot, made by other writers: the data files they added are
+ * indexed (a key found there now points at its newest row). Files they removed stay in the
+ * index's file table (a delete of a row there is harmless). *out_ok is false, and nothing was
+ * read, when base is not an ancestor of the current snapshot (or is too far back): rebuild the
+ * index then. Errors from FileIO and Parquet. */
+FIRN_MUST_CHECK firn_rc firn__table_index_since(firn__table *t,
+                                                int64_t base_snapshot_id,
+                                                bool *out_ok,
+                                                firn_err *err);
 
 /** A new, empty key index for t in its folder with its share of the memory budget
  * (eng_pkindex_table.c); t is marked as not holding a snapshot. */
