@@ -14,7 +14,6 @@
 #define COMMIT_BACKOFF_MAX_MS          2000
 #define COMMIT_CONFLICT_BUDGET_MS      120000 /* how long to keep retrying after conflicts */
 #define COMMIT_CONFLICT_BACKOFF_MAX_MS 500
-#define UPSERT_REBUILD_ROUNDS          20 /* key index rebuilds after other writers' commits */
 #define MERGE_MANIFESTS_AT             100
 
 static void sleep_ms(int ms)
@@ -450,12 +449,23 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
                                         &o.n_files, o.locs, err);
     size_t n_data = o.n_files;
     int backoff_ms = COMMIT_BACKOFF_MIN_MS / 2;
-    for (int round = 1; rc == FIRN_OK; round++) {
+    int64_t t0 = firn_monotonic_ns();
+    while (rc == FIRN_OK) {
         const firn_snapshot *parent = firn_table_metadata_current_snapshot(t->cat.metadata);
         int64_t base = parent ? parent->snapshot_id : -1;
         rc = commit_upsert(t, &f, &w, &o, n_data, &dvs, lsn, extra, err);
-        if (rc != FIRN_ERR_CONFLICT || round >= UPSERT_REBUILD_ROUNDS)
+        /* Same budget as commit_retry: a busy table cannot starve this writer for long, and a
+         * writer that always wins ends the run with the conflict rather than spinning. */
+        if (rc != FIRN_ERR_CONFLICT)
             break;
+        if ((firn_monotonic_ns() - t0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS) {
+            rc = firn_err_set(err, FIRN_ERR_CONFLICT,
+                              "table \"%s\" was changed by another writer before every commit "
+                              "attempt for %d s; nothing was acknowledged, run again when the "
+                              "other writer commits less often",
+                              t->display, COMMIT_CONFLICT_BUDGET_MS / 1000);
+            break;
+        }
         /* Another writer committed (Spark, maintenance): rows of our keys may now live in the
          * files it added, so the index takes them in and the deletes are computed again.
          * Deletion-vector tables rebuild it whole. */

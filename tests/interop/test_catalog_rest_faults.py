@@ -86,7 +86,11 @@ class Appender(threading.Thread):
                     continue
                 self.rows.append((row_id, "pyiceberg", k))
                 k += 1
-                time.sleep(0.05)
+                # A pause longer than firn's reload-to-commit window: a writer committing
+                # faster than another can reload and commit starves it under any optimistic
+                # protocol (firn gives up after its retry budget, exit 3), which is not what
+                # this test is about; firn still loses races at every round.
+                time.sleep(0.4)
         except BaseException as e:  # surfaced by the test
             self.error = e
 
