@@ -2,8 +2,10 @@
 """`firn sync` through the REST catalog fixture under faults:
 
 - a 409 storm: two firn processes on two tables of one namespace, each sync round racing a
-  pyiceberg appender committing to the first table in a loop; every firn commit lands exactly
-  once on top of pyiceberg's snapshots (reload, manifest list rebuilt on the new parent);
+  pyiceberg appender committing to the first table in a loop, and losing at least once a round
+  (a proxy lets pyiceberg commit just before firn's first commit reaches the server); every
+  firn commit lands exactly once on top of pyiceberg's snapshots (reload, manifest list rebuilt
+  on the new parent);
 - a fault-injecting proxy (tests/harness/flaky_proxy.py) in front of the catalog: 503s on loads
   (retried) and on a commit (an unknown outcome: reload, not there, commit again), and a commit
   the server applies but whose reply is lost (unknown outcome: reload, found by firn.commit-id).
@@ -57,7 +59,8 @@ def firn_snapshots(tbl) -> list[dict]:
 
 class Appender(threading.Thread):
     """Appends one row at a time to a table through pyiceberg's RestCatalog until stopped,
-    reloading and retrying when it loses a race itself."""
+    reloading and retrying when it loses a race itself. append_one() also serves the proxy rule
+    that commits just before firn does."""
 
     def __init__(self, loc, table: str):
         super().__init__(daemon=True)
@@ -66,30 +69,38 @@ class Appender(threading.Thread):
         self.rows: list[tuple] = []
         self.conflicts = 0
         self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._next = 0
 
-    def run(self) -> None:
+    def append_one(self, cat) -> None:
         from pyiceberg.exceptions import CommitFailedException
 
+        with self._lock:
+            k = self._next
+            self._next += 1
+        while True:
+            tbl = cat.load_table(self.table)
+            schema = tbl.schema().as_arrow()
+            data = {f.name: [None] for f in schema}
+            data.update(id=[5_000_000 + k], v=["pyiceberg"], n=[k])
+            try:
+                tbl.append(pa.Table.from_pydict(data, schema=schema))
+            except CommitFailedException:
+                with self._lock:
+                    self.conflicts += 1
+                continue
+            with self._lock:
+                self.rows.append((5_000_000 + k, "pyiceberg", k))
+            return
+
+    def run(self) -> None:
         try:
             cat = self.loc.pyiceberg()
-            k = 0
             while not self.stop_flag.is_set():
-                tbl = cat.load_table(self.table)
-                row_id = 5_000_000 + k
-                schema = tbl.schema().as_arrow()
-                data = {f.name: [None] for f in schema}
-                data.update(id=[row_id], v=["pyiceberg"], n=[k])
-                try:
-                    tbl.append(pa.Table.from_pydict(data, schema=schema))
-                except CommitFailedException:
-                    self.conflicts += 1
-                    continue
-                self.rows.append((row_id, "pyiceberg", k))
-                k += 1
-                # A pause longer than firn's reload-to-commit window: a writer committing
-                # faster than another can reload and commit starves it under any optimistic
-                # protocol (firn gives up after its retry budget, exit 3), which is not what
-                # this test is about; firn still loses races at every round.
+                self.append_one(cat)
+                # Pauses longer than firn's reload-to-commit window: a writer committing faster
+                # than another can reload and commit starves it under any optimistic protocol
+                # (firn gives up after its retry budget), which is not what this test is about.
                 time.sleep(0.4)
         except BaseException as e:  # surfaced by the test
             self.error = e
@@ -108,26 +119,45 @@ def run_parallel(jobs) -> None:
 def test_conflict_storm(firn_job, rest_catalog):
     loc = rest_catalog
     ns = "storm_" + uuid.uuid4().hex[:6]
-    common = dict(catalog=loc.firn_catalog(), catalog_loc=loc, namespace=ns)
-    a = firn_job([{"stream_name": "t1"}], setup=SETUP, **common)
-    b = firn_job([{"stream_name": "t2"}], database=a.dbname, slot_suffix="_b", **common)
-    run_parallel([a, b])  # both create the namespace at once, then their tables
-    appender = Appender(loc, a.table("t1"))
-    appender.start()
+    commit_re = re.compile(r"^/v1/namespaces/[^/]+/tables/t1$")
+    state = {"round": 0, "forced": 0}
+    appender_box: list[Appender] = []
+
+    def rule(method, path):
+        # The first commit firn sends in each round reaches the server just after a pyiceberg
+        # append: firn loses that race every round (409, reload, deletes computed again).
+        if method == "POST" and commit_re.match(path) and state["forced"] < state["round"]:
+            state["forced"] += 1
+            appender_box[0].append_one(loc.pyiceberg())
+        return None
+
+    proxy = FlakyProxy(loc.uri, rule=rule).start()
+    a = firn_job([{"stream_name": "t1"}], setup=SETUP, catalog=loc.firn_catalog(uri=proxy.url),
+                 catalog_loc=loc, namespace=ns)
+    b = firn_job([{"stream_name": "t2"}], database=a.dbname, slot_suffix="_b",
+                 catalog=loc.firn_catalog(), catalog_loc=loc, namespace=ns)
     try:
-        for r in range(1, 4):
-            a.sql(*round_changes(r))
-            time.sleep(0.3)  # let pyiceberg commit after firn loaded the table
-            run_parallel([a, b])
+        run_parallel([a, b])  # both create the namespace at once, then their tables
+        appender = Appender(loc, a.table("t1"))
+        appender_box.append(appender)
+        appender.start()
+        try:
+            for r in range(1, 4):
+                a.sql(*round_changes(r))
+                state["round"] = r
+                run_parallel([a, b])
+        finally:
+            appender.stop_flag.set()
+            appender.join(timeout=60)
     finally:
-        appender.stop_flag.set()
-        appender.join(timeout=60)
+        proxy.stop()
+    assert state["forced"] == 3, proxy.log
     assert appender.error is None, repr(appender.error)
     assert len(appender.rows) >= 3, appender.rows
 
     retries = sum(len(re.findall(r"commit attempt \d+ failed", (a.workdir / f"sync-{i}.log")
                                  .read_text())) for i in range(2, a.runs + 1))
-    assert retries > 0, "firn never lost a race against pyiceberg: the test did not test"
+    assert retries >= 3, "firn did not lose the race of every round: the test did not test"
 
     want1 = canon_rows(a.source_raw("SELECT id, v, n FROM t1") + appender.rows)
     assert firn_rows(loc, a.table("t1")) == want1
