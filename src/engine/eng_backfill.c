@@ -90,7 +90,7 @@ static firn_rc adopt_files(firn__table *t,
     pthread_mutex_lock(&t->mu);
     t->pending = firn_reallocarray(t->pending, t->n_pending + n, sizeof(*t->pending));
     for (size_t i = 0; i < n; i++) {
-        if (t->upsert)
+        if (t->index)
             ord[i] = firn__table_add_file(t, &files[i]);
         t->pending[t->n_pending] = files[i];
         /* The chunk id rides in sort_order_id until commit (cleared there). */
@@ -98,7 +98,7 @@ static firn_rc adopt_files(firn__table *t,
         t->pending[t->n_pending].sort_order_id = (int32_t)chunk_id;
         t->n_pending++;
     }
-    if (t->upsert) {
+    if (t->index) {
         firn_buf key;
         firn_buf_init(&key, 1 << 20);
         for (size_t r = 0; r < firn_batch_rows(b) && rc == FIRN_OK; r++) {
@@ -140,7 +140,7 @@ write_batch_files(firn__table *t, const firn_pg_chunk *chunk, firn_batch *batch,
     firn_data_file *files = NULL;
     size_t n_files = 0;
     size_t rows = firn_batch_rows(batch);
-    firn__rowloc *locs = t->upsert ? firn_calloc(rows ? rows : 1, sizeof(*locs)) : NULL;
+    firn__rowloc *locs = t->index ? firn_calloc(rows ? rows : 1, sizeof(*locs)) : NULL;
     firn_rc rc = firn__write_data_files(&w, batch, NULL, 0, &files, &n_files, locs, err);
     if (rc == FIRN_OK) {
         rc = adopt_files(t, files, n_files, locs, batch, chunk->id, err);
@@ -232,7 +232,7 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
     if (!o)
         FIRN_TRY(chunk_start(c, t, chunk->id, &o, err));
     FIRN_TRY(firn__stream_write(o->stream, batch, err));
-    if (t->upsert)
+    if (t->index)
         FIRN_TRY(keep_keys(o, batch, err));
     pthread_mutex_lock(&t->mu);
     t->rows_written += firn_batch_rows(batch);
@@ -259,8 +259,8 @@ static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *er
         t->pending = firn_reallocarray(t->pending, t->n_pending + n_files, sizeof(*t->pending));
         size_t row = 0;
         for (size_t i = 0; i < n_files; i++) {
-            uint32_t ord = t->upsert ? firn__table_add_file(t, &files[i]) : 0;
-            for (int64_t pos = 0; t->upsert && pos < files[i].record_count; pos++, row++) {
+            uint32_t ord = t->index ? firn__table_add_file(t, &files[i]) : 0;
+            for (int64_t pos = 0; t->index && pos < files[i].record_count; pos++, row++) {
                 uint32_t start = row ? o->key_end[row - 1] : 0;
                 firn__pkloc loc = {ord, (uint32_t)pos};
                 firn__pkkey k =
@@ -352,7 +352,7 @@ static firn_rc commit_backfill(firn__table *t, uint64_t lsn_after, firn_err *err
         t->needs_backfill = false;
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": backfill committed: %llu rows", t->display,
                  (unsigned long long)t->rows_written);
-        if (t->upsert && t->index_dirty)
+        if (t->index && t->index_dirty)
             rc = reset_index(t, err);
         else if (t->upsert && t->index)
             firn__table_index_synced(t);

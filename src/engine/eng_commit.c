@@ -240,7 +240,7 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;
-    q.index_bound = t->upsert && !q.truncate;
+    q.index_bound = t->upsert && !t->eqdel && !q.truncate;
     firn__fault_point("after-upload");
     firn_rc rc = commit_retry(t, &q, commit_id, err);
     if (rc == FIRN_OK)
@@ -551,7 +551,14 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
 {
     if (firn_batch_rows(t->buf) == 0)
         return FIRN_OK;
-    firn_rc rc = t->upsert ? flush_upsert_dv(t, lsn, extra, err) : flush_append(t, lsn, extra, err);
+    firn_rc rc;
+    if (t->eqdel) {
+        char data_dir[4096];
+        firn__write_ctx w = write_ctx(t, data_dir, sizeof(data_dir));
+        rc = firn__eqdel_flush(t, &w, lsn, extra, err);
+    } else {
+        rc = t->upsert ? flush_upsert_dv(t, lsn, extra, err) : flush_append(t, lsn, extra, err);
+    }
     if (rc == FIRN_OK) {
         firn_batch_reset(t->buf);
         firn__engine_note_commit(t->eng, t);

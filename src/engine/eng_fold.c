@@ -10,6 +10,7 @@
 void firn__fold_free(firn__fold *f)
 {
     firn_free(f->upsert_rows);
+    firn_free(f->delete_rows);
     firn_free(f->key_offsets);
     firn_buf_deinit(&f->keys);
     memset(f, 0, sizeof(*f));
@@ -52,6 +53,7 @@ firn_rc firn__fold_run(const firn_batch *b,
     memset(out, 0, sizeof(*out));
     firn_buf_init(&out->keys, FOLD_KEYS_MAX);
     out->upsert_rows = firn_calloc(rows ? rows : 1, sizeof(uint32_t));
+    out->delete_rows = firn_calloc(rows ? rows : 1, sizeof(uint32_t));
     out->key_offsets = firn_calloc(rows + 1, sizeof(uint32_t));
     firn_buf all;
     firn_buf_init(&all, UINT32_MAX);
@@ -78,7 +80,7 @@ firn_rc firn__fold_run(const firn_batch *b,
                 out->upsert_rows[out->n_upserts++] = (uint32_t)i;
                 append_key(out, &all, offsets, i);
             } else if (pass == 1 && is_delete) {
-                out->n_deletes++;
+                out->delete_rows[out->n_deletes++] = (uint32_t)i;
                 append_key(out, &all, offsets, i);
             }
         }

@@ -146,12 +146,17 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
     firn_buf_init(&d, 4096);
     firn_rc_ignore(firn_buf_appendf(&d, "%s.%s", t->ns, t->name));
     t->display = (char *)firn_buf_take(&d, NULL);
-    t->upsert = !s->append_mode && pg->n_key > 0;
-    if (!s->append_mode && pg->n_key == 0)
+    bool eq = e->cfg->destination.delete_mode == FIRN_DELETE_EQUALITY;
+    /* Equality deletes need no index, so a table without a usable key can be upserted on all
+     * its columns when its old rows arrive whole (REPLICA IDENTITY FULL). */
+    t->eqdel = eq && !s->append_mode && (pg->n_key > 0 || pg->replica_identity == 'f');
+    t->upsert = !s->append_mode && (pg->n_key > 0 || t->eqdel);
+    if (!s->append_mode && !t->upsert)
         FIRN_LOG(FIRN_LOG_WARN, "engine",
                  "table \"%s\" has no primary key: written in append mode (set primary_key in "
-                 "the streams file for upserts)",
-                 pg->qualified);
+                 "the streams file for upserts%s)",
+                 pg->qualified,
+                 eq ? ", or REPLICA IDENTITY FULL for equality deletes on every column" : "");
     firn_rc rc = firn__table_open(t, err);
     if (rc)
         firn_err_context(err, "while opening table \"%s\"", t->display);

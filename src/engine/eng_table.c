@@ -170,6 +170,8 @@ static void table_properties(const firn__table *t, firn_props *props)
     firn_props_set(props, "write.merge.mode", "merge-on-read");
     firn_props_set(props, "firn.source", t->pg->qualified);
     firn_props_set(props, "firn.mode", t->upsert ? "upsert" : "append");
+    if (t->eqdel)
+        firn_props_set(props, "firn.delete-mode", "equality");
     for (size_t i = 0; i < d->table_properties.count; i++)
         firn_props_set(props, d->table_properties.items[i].key, d->table_properties.items[i].value);
 }
@@ -203,7 +205,9 @@ static firn_rc create_table(firn__table *t, firn_err *err)
         if (rc == FIRN_OK)
             FIRN_LOG(FIRN_LOG_INFO, "engine",
                      "table \"%s\": created with format version %d and %s: %s", t->display, fv,
-                     fv == 3 ? "deletion vectors" : "position deletes",
+                     t->eqdel  ? "equality deletes"
+                     : fv == 3 ? "deletion vectors"
+                               : "position deletes",
                      d->format_reason ? d->format_reason : "configured");
         else if (rc == FIRN_ERR_EXISTS)
             rc = firn_catalog_load_table(cat, t->ns, t->name, &t->cat, err);
@@ -354,7 +358,9 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": exists with format version %d, kept (%s); deletes are %s",
                  t->display, fv, t->eng->cfg->destination.format_reason,
-                 t->dv ? "deletion vectors" : "position deletes");
+                 t->eqdel ? "equality deletes"
+                 : t->dv  ? "deletion vectors"
+                          : "position deletes");
     FIRN_TRY(evolve_schema(t, err));
     FIRN_TRY(align_schema(t, err));
     bool backfill_done = false;
@@ -365,6 +371,8 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
     t->cdc = t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC ||
              t->stream->sync_mode == FIRN_SYNC_CDC_ONLY;
     t->buf = firn_batch_new(t->schema);
+    if (t->eqdel)
+        return firn__eqdel_open(t, err);
     if (t->upsert) {
         bool rebuild = !t->needs_backfill || t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH;
         FIRN_TRY(firn__table_open_index(t, rebuild, err));

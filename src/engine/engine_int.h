@@ -163,7 +163,8 @@ typedef struct firn__fold {
     size_t n_keys;         /* every distinct key touched: upserted first, then deleted */
     uint32_t *key_offsets; /* n_keys + 1 */
     firn_buf keys;
-    size_t n_deletes; /* keys [n_upserts, n_keys) are deletes */
+    size_t n_deletes;      /* keys [n_upserts, n_keys) are deletes */
+    uint32_t *delete_rows; /* row of the last change of each deleted key (n_deletes) */
 } firn__fold;
 
 /** Folds the rows of b by the key columns key_cols[0..n_key_cols): for each key, only its last
@@ -320,6 +321,7 @@ typedef struct firn__table {
     firn_data_file *files; /* index file table: path + partition per ordinal */
     size_t n_files;
     bool dv;                 /* format v3: deletes are deletion vectors, not position deletes */
+    bool eqdel;              /* upsert with equality deletes ("delete_mode" "equality"): no index */
     firn__dvfile *dv_files;  /* dv tables: per file ordinal, deleted rows and current DV */
     uint64_t committed_lsn;  /* changes at or below are in the table */
     firn_batch *buf;         /* CDC changes not yet committed */
@@ -437,6 +439,25 @@ FIRN_MUST_CHECK firn_rc firn__incremental_run(firn__engine *e, firn_err *err);
 uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f);
 /** Empties t's key index and index file table (with their deleted rows and DVs). */
 void firn__table_reset_index(firn__table *t);
+
+/* ---- equality-delete mode (eng_eqdel.c) --------------------------------------------------- */
+
+/** For an equality-delete table (t->eqdel) after its Iceberg table is open: a table without a
+ * usable key takes every source column as its key (FIRN_ERR_CONFIG when one cannot be an
+ * equality column: float, double, nested); FIRN_ERR_CONFIG when a partition field is not
+ * computed from key columns (the partition of a deleted row would be unknown). Logs the warning
+ * naming the readers that cannot read equality deletes. */
+FIRN_MUST_CHECK firn_rc firn__eqdel_open(firn__table *t, firn_err *err);
+/** Flushes t's buffer in equality-delete mode: folds it by key, writes the final images as data
+ * files and one equality-delete row (key columns, table field ids, equality_ids set) per key
+ * touched, and commits both in one snapshot with position lsn (format/spec.md "Equality Delete
+ * Files": the deletes reach only data files of lower sequence numbers, so the rows of this
+ * commit stay). Errors from Parquet, FileIO and the commit. */
+FIRN_MUST_CHECK firn_rc firn__eqdel_flush(firn__table *t,
+                                          const firn__write_ctx *w,
+                                          uint64_t lsn,
+                                          const firn_summary *extra,
+                                          firn_err *err);
 
 /* ---- deletion vectors (format v3 tables, eng_dv.c) ------------------------------------------ */
 
