@@ -244,8 +244,11 @@ typedef struct firn_destination_config {
     uint64_t index_memory_limit_bytes; /* resident budget of the key indexes, default 128 MiB */
     char *index_dir; /* local folder of key-index runs; NULL: $XDG_CACHE_HOME/firn, ~/.cache/firn,
                         else next to the state file */
-    char *log;       /* log spec ("info,pg=debug"); the --log flag wins */
-    int log_format;  /* 0 logfmt, 1 json ("log_format"); --log-format wins */
+    int64_t consolidate_deletes_after; /* v2 upsert tables: consolidate position deletes into one
+                                        * file per data file once this many delete files are
+                                        * not; default 8, 0 = never */
+    char *log;                         /* log spec ("info,pg=debug"); the --log flag wins */
+    int log_format;                    /* 0 logfmt, 1 json ("log_format"); --log-format wins */
     firn_kvlist table_properties;
 } firn_destination_config;
 

@@ -517,6 +517,10 @@ typedef struct firn_snapshot_input {
     const firn_dv_replace *dv_replaces; /* v3: the DV each added DV replaces (data files not
                                          * listed must have none) */
     size_t n_dv_replaces;
+    const char *const *required_data_paths; /* data files the added deletes refer to: each must
+                                             * be live in the parent (Java RowDelta
+                                             * validateDataFilesExist); NULL: not checked */
+    size_t n_required_data_paths;
 } firn_snapshot_input;
 
 /** What a commit needs from the producer. Owned; free with firn_snapshot_result_deinit. */
@@ -544,7 +548,10 @@ typedef struct firn_snapshot_result {
  * every data file that gets a DV, its earlier DV (which must be the one in dv_replaces) and
  * file-scoped position-delete files are removed in the same commit: FIRN_ERR_EXISTS when it has
  * a live DV other than the expected one, FIRN_ERR_NOT_FOUND when the expected DV is no longer
- * live (both: reload and merge again). On error, files already written stay (unreferenced;
+ * live (both: reload and merge again). FIRN_ERR_NOT_FOUND too when a required data path is not a
+ * live data file of the parent (reads every data manifest of the parent then: another writer
+ * removed a file the caller deletes from; recompute the deletes). On error, files already
+ * written stay (unreferenced;
  * orphan cleanup removes them). Not thread-safe. */
 FIRN_MUST_CHECK firn_rc firn_snapshot_produce(firn_io *io,
                                               const firn_snapshot_input *in,

@@ -334,6 +334,7 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->commit.max_bytes = 64u << 20;
     d->memory_limit_bytes = 1ull << 30;
     d->index_memory_limit_bytes = 128u << 20;
+    d->consolidate_deletes_after = 8;
 }
 
 static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)

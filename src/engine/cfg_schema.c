@@ -276,6 +276,7 @@ static const cfg_node n_readers = {
     .values = v_readers,
     .desc = "query engines that read the tables; they choose the format version and deletes"};
 static const cfg_node n_format_version = {.type = CFG_INT, .min = 2, .max = 3};
+static const cfg_node n_consolidate = {.type = CFG_INT, .min = 0, .max = 1000000, .def = "8"};
 
 static const cfg_enum_value v_delete_mode[] = {
     {"auto", FIRN_DELETE_AUTO, NULL},
@@ -417,6 +418,9 @@ static const cfg_prop p_destination[] = {
      "resident memory of the primary-key indexes of all tables (default 128MiB)"},
     {"index_dir", &n_string, DST(index_dir), 0, NULL,
      "local folder for key-index files (default $XDG_CACHE_HOME/firn)"},
+    {"consolidate_deletes_after", &n_consolidate, DST(consolidate_deletes_after), 0, NULL,
+     "format-2 upsert tables: position-delete files left before they are consolidated into one "
+     "file per data file (default 8, 0: never)"},
     {"log", &n_string, DST(log), 0, NULL, "log levels, e.g. \"info,pg=debug\""},
     {"log_format", &n_log_format, DST(log_format), 0, NULL, NULL},
     {"table_properties", &n_kvmap, DST(table_properties), 0, NULL,

@@ -49,7 +49,11 @@ typedef struct commit_req {
     const firn_summary *extra;
     const firn_dv_replace *replaces; /* v3: DVs the added DVs replace */
     size_t n_replaces;
-    bool index_bound; /* deletes and upserts computed from the key index at the parent */
+    bool index_bound;           /* deletes and upserts computed from the key index at the parent */
+    const char *const *removed; /* live files to remove (consolidation) */
+    size_t n_removed;
+    const char *const *required; /* data files the deletes refer to, checked live */
+    size_t n_required;
 } commit_req;
 
 /* One attempt: manifests and list on the current metadata, then the catalog's
@@ -78,6 +82,10 @@ static firn_rc commit_once(firn__table *t, const commit_req *q, firn_err *err)
     in.first_row_id = md->next_row_id > 0 ? md->next_row_id : 0;
     in.dv_replaces = q->replaces;
     in.n_dv_replaces = q->n_replaces;
+    in.removed_paths = q->removed;
+    in.n_removed_paths = q->n_removed;
+    in.required_data_paths = q->required;
+    in.n_required_data_paths = q->n_required;
     in.snapshot_id = firn_snapshot_id_new();
     in.parent_snapshot_id = parent ? parent->snapshot_id : -1;
     in.sequence_number = md->last_sequence_number + 1;
@@ -200,7 +208,12 @@ firn_rc firn__table_commit(firn__table *t,
                            const firn_summary *extra,
                            firn_err *err)
 {
-    commit_req q = {data, n_data, deletes, n_deletes, truncate, extra, NULL, 0, false};
+    commit_req q = {.data = data,
+                    .n_data = n_data,
+                    .deletes = deletes,
+                    .n_deletes = n_deletes,
+                    .truncate = truncate,
+                    .extra = extra};
     return commit_req_run(t, q, lsn, err);
 }
 
@@ -215,7 +228,20 @@ firn_rc firn__table_commit_dvs(firn__table *t,
                                const firn_summary *extra,
                                firn_err *err)
 {
-    commit_req q = {data, n_data, dvs, n_dvs, false, extra, replaces, n_replaces, false};
+    commit_req q = {.data = data,
+                    .n_data = n_data,
+                    .deletes = dvs,
+                    .n_deletes = n_dvs,
+                    .extra = extra,
+                    .replaces = replaces,
+                    .n_replaces = n_replaces};
+    return commit_req_run(t, q, lsn, err);
+}
+
+/* An upsert flush's commit: data files, deletes (position-delete files or DVs with the DVs they
+ * replace), files a consolidation removes and the data files the deletes must find live. */
+static firn_rc commit_upsert_req(firn__table *t, commit_req q, uint64_t lsn, firn_err *err)
+{
     return commit_req_run(t, q, lsn, err);
 }
 
@@ -275,7 +301,7 @@ static void group_deletes(firn__table *t,
     uint32_t *owner = firn_calloc(n ? n : 1, sizeof(uint32_t));
     size_t n_parts = 0;
     for (size_t i = 0; i < n; i++) {
-        const firn_data_file *f = &t->files[dels[i].group];
+        const firn_data_file *f = &t->files[dels[i].ord];
         size_t g = 0;
         for (; g < n_parts; g++) {
             const firn_data_file *o = &t->files[owner[g]];
@@ -288,7 +314,7 @@ static void group_deletes(firn__table *t,
                 break;
         }
         if (g == n_parts) {
-            owner[n_parts] = dels[i].group;
+            owner[n_parts] = dels[i].ord;
             parts[n_parts++] = f->partition;
         }
         dels[i].group = (uint32_t)g;
@@ -307,6 +333,7 @@ typedef struct flush_out {
     firn__pkkey *keys; /* fingerprint of each folded key */
     firn__pkloc *old;  /* its live row before the flush, when present */
     bool *present;
+    firn__consolidation cons; /* v2: this commit consolidates the position deletes */
 } flush_out;
 
 static void flush_out_free(flush_out *o)
@@ -319,6 +346,7 @@ static void flush_out_free(flush_out *o)
     firn_free(o->keys);
     firn_free(o->old);
     firn_free(o->present);
+    firn__consolidation_free(&o->cons);
 }
 
 /* Position deletes for every folded key that has a live row in the table (one batch lookup). */
@@ -336,12 +364,14 @@ static firn_rc collect_deletes(firn__table *t, const firn__fold *f, flush_out *o
     }
     FIRN_TRY(firn__pkindex_lookup(t->index, o->keys, f->n_keys, o->old, o->present, err));
     for (size_t k = 0; k < f->n_keys; k++) {
-        if (!o->present[k])
+        /* A row in a file another writer removed went with it: nothing to delete. */
+        if (!o->present[k] || t->dv_files[o->old[k].file].gone)
             continue;
         firn__posdel *d = &o->dels[o->n_dels++];
         d->path = firn__pkindex_file(t->index, o->old[k].file);
         d->pos = o->old[k].pos;
         d->group = o->old[k].file;
+        d->ord = o->old[k].file;
     }
     return FIRN_OK;
 }
@@ -383,11 +413,37 @@ static firn_rc write_deletes(
     const firn_value **parts = NULL;
     size_t n_parts = 0;
     group_deletes(t, o->dels, o->n_dels, &parts, &n_parts);
+    if (firn__consolidate_due(t, o->dels, o->n_dels)) {
+        firn_free(parts);
+        return firn__consolidate_write(t, w, o->dels, o->n_dels, &o->files, &o->n_files, &o->cons,
+                                       err);
+    }
     const firn_partition_spec *spec = firn_table_metadata_spec(t->cat.metadata);
     firn_rc rc = firn__write_position_deletes(w, o->dels, o->n_dels, parts, spec->n_fields,
                                               spec->spec_id, &o->files, &o->n_files, err);
     firn_free(parts);
     return rc;
+}
+
+/* The distinct data files the deletes written refer to, when the key index may not hold the
+ * parent exactly (another writer committed since it was built): the producer checks them live. */
+static const char **required_files(firn__table *t, const flush_out *o, size_t *out_n)
+{
+    const firn_snapshot *parent = firn_table_metadata_current_snapshot(t->cat.metadata);
+    const firn__posdel *dels = o->cons.on ? o->cons.dels : o->dels;
+    size_t n = o->cons.on ? o->cons.n_dels : o->n_dels;
+    *out_n = 0;
+    if (!parent || n == 0 || (t->index_synced && t->index_snapshot == parent->snapshot_id))
+        return NULL;
+    const char **paths = firn_calloc(n, sizeof(char *));
+    bool *seen = firn_calloc(t->n_files ? t->n_files : 1, sizeof(bool));
+    for (size_t i = 0; i < n; i++) {
+        if (!seen[dels[i].ord])
+            paths[(*out_n)++] = t->files[dels[i].ord].file_path;
+        seen[dels[i].ord] = true;
+    }
+    firn_free(seen);
+    return paths;
 }
 
 /* Deletes the fold's keys where the key index has them and commits that with the data files
@@ -405,16 +461,29 @@ static firn_rc commit_upsert(firn__table *t,
     firn_rc rc = collect_deletes(t, f, o, err);
     if (rc == FIRN_OK)
         rc = write_deletes(t, w, o, dvs, err);
-    if (rc || (o->n_files == 0 && lsn <= t->committed_lsn))
+    bool changes = o->n_files > 0 || o->cons.n_removed > 0;
+    if (rc || (!changes && lsn <= t->committed_lsn))
         return rc;
-    if (o->n_files > 0 && t->dv)
-        return firn__table_commit_dvs(t, o->files, n_data, o->files + n_data, o->n_files - n_data,
-                                      dvs->replaces, dvs->n_replaces, lsn, extra, err);
-    if (o->n_files > 0)
-        return firn__table_commit(t, o->files, n_data, o->files + n_data, o->n_files - n_data,
-                                  false, lsn, extra, err);
-    t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
-    return FIRN_OK;
+    if (!changes) {
+        t->committed_lsn = lsn; /* only no-op changes (deletes of unknown keys) */
+        return FIRN_OK;
+    }
+    commit_req q = {.data = o->files,
+                    .n_data = n_data,
+                    .deletes = o->files + n_data,
+                    .n_deletes = o->n_files - n_data,
+                    .extra = extra};
+    if (t->dv) {
+        q.replaces = dvs->replaces;
+        q.n_replaces = dvs->n_replaces;
+    }
+    q.removed = o->cons.removed;
+    q.n_removed = o->cons.n_removed;
+    const char **req = required_files(t, o, &q.n_required);
+    q.required = req;
+    rc = commit_upsert_req(t, q, lsn, err);
+    firn_free(req);
+    return rc;
 }
 
 /* Forgets the delete files and DVs of a commit that did not land (they stay unreferenced). */
@@ -432,6 +501,7 @@ static void drop_deletes(flush_out *o, size_t n_data, firn__dv_batch *dvs)
     o->old = NULL;
     o->present = NULL;
     o->n_dels = 0;
+    firn__consolidation_free(&o->cons);
     firn__dv_batch_free(dvs);
     memset(dvs, 0, sizeof(*dvs));
 }
@@ -489,6 +559,10 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     }
     if (rc == FIRN_OK && t->dv)
         firn__dv_commit_done(t, o.files + n_data, &dvs);
+    else if (rc == FIRN_OK)
+        firn__delfiles_commit_done(t, o.cons.on ? o.cons.dels : o.dels,
+                                   o.cons.on ? o.cons.n_dels : o.n_dels, o.files + n_data,
+                                   o.n_files - n_data, &o.cons);
     if (rc == FIRN_OK)
         rc = update_index(t, &f, &o, err);
     if (rc == FIRN_OK)
@@ -505,18 +579,19 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     return rc;
 }
 
-/* flush_upsert, and for a v3 table whose commit found a DV it did not merge (another writer
- * deleted rows of a file since the index was loaded; the producer refuses rather than lose
- * them): reload the table, rebuild the index and deleted rows from the DVs now live, and flush
- * the same buffer once more. */
+/* flush_upsert, and when the producer refused the commit because the table is not what the key
+ * index says (v3: a DV the commit did not merge, another writer deleted rows of a file since the
+ * index was loaded; any table: a data file the deletes refer to, or a delete file a
+ * consolidation replaces, is no longer live): reload the table, rebuild the index and deleted
+ * rows from the files now live, and flush the same buffer once more. */
 static firn_rc
 flush_upsert_dv(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     firn_rc rc = flush_upsert(t, lsn, extra, err);
-    if (!t->dv || (rc != FIRN_ERR_EXISTS && rc != FIRN_ERR_NOT_FOUND))
+    if (rc != FIRN_ERR_NOT_FOUND && (!t->dv || rc != FIRN_ERR_EXISTS))
         return rc;
-    FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": %s; reloading its deletion vectors",
-             t->display, err ? err->msg : firn_rc_message(rc));
+    FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": %s; rebuilding the key index", t->display,
+             err ? err->msg : firn_rc_message(rc));
     firn_err_clear(err);
     FIRN_TRY(reload(t, err));
     firn__table_reset_index(t);

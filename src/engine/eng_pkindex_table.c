@@ -138,6 +138,7 @@ firn_rc firn__table_open_index(firn__table *t, bool load, firn_err *err)
         firn__keymap_put(t->index_paths, (const uint8_t *)p, strlen(p), v);
         firn_data_file_init(&t->files[i], FIRN_CONTENT_DATA, p, 0);
         memset(&t->dv_files[i], 0, sizeof(t->dv_files[i]));
+        t->dv_files[i].gone = true; /* until placed */
     }
     t->n_files = n;
     return FIRN_OK;
@@ -155,8 +156,10 @@ firn__table_index_place(firn__table *t, const firn_data_file *f, uint32_t *out_o
     firn_data_file *dst = &t->files[v.file];
     firn_data_file_deinit(dst);
     firn_data_file_init(dst, FIRN_CONTENT_DATA, f->file_path, f->spec_id);
+    dst->record_count = f->record_count;
     if (f->n_partition)
         firn_data_file_set_partition(dst, f->partition, f->n_partition);
+    t->dv_files[v.file].gone = false;
     *out_ord = v.file;
     return FIRN_OK;
 }

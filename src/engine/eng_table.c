@@ -21,6 +21,7 @@ void firn__table_deinit(firn__table *t)
     firn__keymap_free(t->index_paths);
     firn_free(t->index_dir);
     firn__dv_files_free(t->dv_files, t->n_files);
+    firn__delfiles_reset(t);
     for (size_t i = 0; i < t->n_files; i++)
         firn_data_file_deinit(&t->files[i]);
     firn_free(t->files);
@@ -37,6 +38,7 @@ void firn__table_reset_index(firn__table *t)
     t->index = firn__table_new_index(t);
     firn__dv_files_free(t->dv_files, t->n_files);
     t->dv_files = NULL;
+    firn__delfiles_reset(t);
     for (size_t i = 0; i < t->n_files; i++)
         firn_data_file_deinit(&t->files[i]);
     t->n_files = 0;
@@ -49,6 +51,7 @@ uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f)
     t->files = firn_reallocarray(t->files, t->n_files + 1, sizeof(*t->files));
     firn_data_file *dst = &t->files[t->n_files];
     firn_data_file_init(dst, FIRN_CONTENT_DATA, f->file_path, f->spec_id);
+    dst->record_count = f->record_count;
     if (f->n_partition)
         firn_data_file_set_partition(dst, f->partition, f->n_partition);
     uint32_t ord = firn__pkindex_add_file(t->index, f->file_path);
@@ -403,9 +406,18 @@ typedef struct dead_rows {
     int64_t dv_offset, dv_size;
 } dead_rows;
 
+/* A position-delete file read while loading and the data files it deletes from. */
+typedef struct seen_delfile {
+    char *path;
+    char **data; /* distinct data file locations */
+    size_t n_data;
+} seen_delfile;
+
 typedef struct dead_set {
     dead_rows *files;
     size_t n;
+    seen_delfile *dels;
+    size_t n_dels;
     size_t last; /* the entry found last (position-delete rows come sorted by path) */
     bool sorted;
 } dead_set;
@@ -459,6 +471,44 @@ static void dead_free(dead_set *d)
         firn_free(d->files[i].dv_path);
     }
     firn_free(d->files);
+    for (size_t i = 0; i < d->n_dels; i++) {
+        for (size_t k = 0; k < d->dels[i].n_data; k++)
+            firn_free(d->dels[i].data[k]);
+        firn_free(d->dels[i].data);
+        firn_free(d->dels[i].path);
+    }
+    firn_free(d->dels);
+}
+
+/* Tracks (v2) the delete files read whose data files are all live: a consolidation may replace
+ * them. Others (dangling deletes of removed files) are left alone. */
+static void track_delfiles(firn__table *t, const dead_set *d)
+{
+    if (t->dv || d->n_dels == 0)
+        return;
+    firn__keymap *live = firn__keymap_new();
+    for (uint32_t o = 0; o < t->n_files; o++) {
+        if (t->dv_files[o].gone)
+            continue;
+        firn__pkloc v = {o, 0};
+        const char *p = t->files[o].file_path;
+        firn__keymap_put(live, (const uint8_t *)p, strlen(p), v);
+    }
+    for (size_t i = 0; i < d->n_dels; i++) {
+        const seen_delfile *s = &d->dels[i];
+        uint32_t *ords = firn_calloc(s->n_data ? s->n_data : 1, sizeof(uint32_t));
+        size_t k = 0;
+        for (; k < s->n_data; k++) {
+            firn__pkloc v;
+            if (!firn__keymap_get(live, (const uint8_t *)s->data[k], strlen(s->data[k]), &v))
+                break;
+            ords[k] = v.file;
+        }
+        if (k == s->n_data && k > 0)
+            firn__delfiles_add(t, s->path, ords, k);
+        firn_free(ords);
+    }
+    firn__keymap_free(live);
 }
 
 /* Opens a Parquet file through FileIO with a field selection. */
@@ -491,6 +541,10 @@ load_position_deletes(firn__table *t, const firn_data_file *f, dead_set *dead, f
     firn_batch *b = firn_batch_new(sel);
     range_ctx ctx;
     firn_pq_reader *r = NULL;
+    dead->dels = firn_reallocarray(dead->dels, dead->n_dels + 1, sizeof(*dead->dels));
+    seen_delfile *seen = &dead->dels[dead->n_dels++];
+    memset(seen, 0, sizeof(*seen));
+    seen->path = firn_strdup(f->file_path);
     firn_rc rc = open_reader(t, f->file_path, (uint64_t)f->file_size_in_bytes, sel, &ctx, &r, err);
     for (size_t g = 0; rc == FIRN_OK && g < firn_pq_reader_row_groups(r); g++) {
         rc = firn_pq_reader_read_row_group(r, g, b, err);
@@ -503,8 +557,16 @@ load_position_deletes(firn__table *t, const firn_data_file *f, dead_set *dead, f
             char *p =
                 firn_strndup((const char *)firn_column_data(paths) + off[i], off[i + 1] - off[i]);
             dead_rows *d = dead_for(dead, p, true);
-            firn_free(p);
             firn_bitmap64_add(d->rows, (uint64_t)pos[i]);
+            bool known = false; /* rows come sorted by path: mostly the last one */
+            for (size_t k = seen->n_data; !known && k-- > 0;)
+                known = strcmp(seen->data[k], p) == 0;
+            if (!known) {
+                seen->data = firn_reallocarray(seen->data, seen->n_data + 1, sizeof(char *));
+                seen->data[seen->n_data++] = p;
+            } else {
+                firn_free(p);
+            }
         }
     }
     firn_pq_reader_free(r);
@@ -532,10 +594,10 @@ static firn_rc load_dv(firn__table *t, const firn_data_file *f, dead_set *dead, 
     return FIRN_OK;
 }
 
-/* A v3 table keeps the deleted rows and DV of each data file. */
+/* The table keeps the deleted rows (and for v3 the DV) of each data file. */
 static void take_dead(firn__table *t, uint32_t ord, dead_rows *dead)
 {
-    if (!dead || !t->dv)
+    if (!dead)
         return;
     firn__dvfile *dv = &t->dv_files[ord];
     dv->dead = dead->rows;
@@ -666,6 +728,8 @@ static firn_rc rebuild_once(firn__table *t, firn_err *err)
     }
     if (rc == FIRN_OK && !loaded)
         rc = firn__pkindex_bulk(t->index, false, err);
+    if (rc == FIRN_OK)
+        track_delfiles(t, &dead);
     if (rc == FIRN_OK && n > 0)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": key index %s: %zu keys, %zu files, %.1f s",
                  t->display, loaded ? "read from local disk" : "loaded",
@@ -700,23 +764,54 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
 
 /* ---- catching the index up with other writers' commits ------------------------------------ */
 
-/* Indexes the data files snapshot s added (entries ADDED by s in the manifests s wrote). */
-static firn_rc index_added_by(firn__table *t, const firn_snapshot *s, firn_err *err)
+static void map_path(firn__keymap *m, const char *path, uint32_t ord)
+{
+    firn__pkloc v = {ord, 0};
+    firn__keymap_put(m, (const uint8_t *)path, strlen(path), v);
+}
+
+/* A file snapshot s removed: a data file's rows are gone (keys still pointing there need no
+ * delete), a delete file can no longer be replaced. */
+static void note_removed(firn__table *t, firn__keymap *paths, const firn_data_file *f)
+{
+    if (f->content != FIRN_CONTENT_DATA) {
+        firn__delfiles_forget(t, f->file_path);
+        return;
+    }
+    firn__pkloc v;
+    if (!firn__keymap_get(paths, (const uint8_t *)f->file_path, strlen(f->file_path), &v))
+        return;
+    firn__dvfile *d = &t->dv_files[v.file];
+    d->gone = true;
+    firn_bitmap64_free(d->dead);
+    d->dead = NULL;
+}
+
+/* Indexes the data files snapshot s added and notes the files it removed (entries ADDED or
+ * DELETED by s in the manifests s wrote). */
+static firn_rc
+index_added_by(firn__table *t, const firn_snapshot *s, firn__keymap *paths, firn_err *err)
 {
     firn_manifest_file *mfs = NULL;
     size_t n = 0;
     FIRN_TRY(firn_manifest_list_read(t->eng->io, s->manifest_list, &mfs, &n, err));
     firn_rc rc = FIRN_OK;
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
-        if (mfs[i].added_snapshot_id != s->snapshot_id || mfs[i].content != FIRN_MANIFEST_DATA)
+        if (mfs[i].added_snapshot_id != s->snapshot_id)
             continue;
         firn_manifest *m = NULL;
         rc = firn_manifest_read(t->eng->io, &mfs[i], &m, err);
         for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++) {
             const firn_manifest_entry *en = &m->entries[e];
-            if (en->status == FIRN_ENTRY_ADDED && en->snapshot_id == s->snapshot_id &&
-                en->file.content == FIRN_CONTENT_DATA)
+            if (en->snapshot_id != s->snapshot_id)
+                continue;
+            if (en->status == FIRN_ENTRY_DELETED) {
+                note_removed(t, paths, &en->file);
+            } else if (en->status == FIRN_ENTRY_ADDED && en->file.content == FIRN_CONTENT_DATA) {
                 rc = index_data_file(t, &en->file, NULL, err);
+                if (rc == FIRN_OK)
+                    map_path(paths, en->file.file_path, (uint32_t)(t->n_files - 1));
+            }
         }
         firn_manifest_free(m);
     }
@@ -739,9 +834,16 @@ firn__table_index_since(firn__table *t, int64_t base_snapshot_id, bool *out_ok, 
             return FIRN_OK; /* too far, or base is not an ancestor: rebuild */
         chain[n++] = s;
     }
+    firn__keymap *paths = firn__keymap_new();
+    for (uint32_t o = 0; o < t->n_files; o++) {
+        if (!t->dv_files[o].gone)
+            map_path(paths, t->files[o].file_path, o);
+    }
     /* Oldest first, so a key rewritten twice ends at its newest row. */
-    while (n > 0)
-        FIRN_TRY(index_added_by(t, chain[--n], err));
-    *out_ok = true;
-    return FIRN_OK;
+    firn_rc rc = FIRN_OK;
+    while (n > 0 && rc == FIRN_OK)
+        rc = index_added_by(t, chain[--n], paths, err);
+    firn__keymap_free(paths);
+    *out_ok = rc == FIRN_OK;
+    return rc;
 }

@@ -256,6 +256,7 @@ typedef struct firn__posdel {
     const char *path; /* data file location (borrowed) */
     int64_t pos;
     uint32_t group; /* partition group: deletes of one group go to one file */
+    uint32_t ord;   /* the data file's ordinal in the table's index file table */
 } firn__posdel;
 
 /** Writes position deletes (format/spec.md "Position Delete Files": file_path 2147483546,
@@ -300,7 +301,29 @@ typedef struct firn__dvfile {
     char *dv_path;       /* Puffin file of the live DV, NULL: none */
     int64_t dv_offset;   /* its content_offset */
     int64_t dv_size;     /* its content_size_in_bytes */
+    bool gone;           /* no longer live (another writer removed it, or firn dropped it whole) */
 } firn__dvfile;
+
+/** A live position-delete file of a format-v2 table whose rows firn knows: the data files it
+ * deletes from, so that a consolidation can replace it (docs/internals/pkindex.md). */
+typedef struct firn__delfile {
+    char *path;
+    uint32_t *ords; /* data file ordinals, distinct */
+    size_t n_ords;
+} firn__delfile;
+
+/** What a consolidating commit writes and removes (eng_consolidate.c). */
+typedef struct firn__consolidation {
+    bool on;
+    firn__posdel *dels; /* every deleted position of the rewritten data files */
+    size_t n_dels;
+    const char **removed; /* delete files replaced and data files dropped (borrowed) */
+    size_t n_removed;
+    size_t *retired; /* indexes into t->delfiles, ascending */
+    size_t n_retired;
+    uint32_t *dropped; /* ordinals of data files every row of which is deleted */
+    size_t n_dropped;
+} firn__consolidation;
 
 /** One synced stream: a source table and its Iceberg table. */
 typedef struct firn__table {
@@ -322,7 +345,9 @@ typedef struct firn__table {
     size_t n_files;
     bool dv;                 /* format v3: deletes are deletion vectors, not position deletes */
     bool eqdel;              /* upsert with equality deletes ("delete_mode" "equality"): no index */
-    firn__dvfile *dv_files;  /* dv tables: per file ordinal, deleted rows and current DV */
+    firn__dvfile *dv_files;  /* per file ordinal: deleted rows, current DV (v3), liveness */
+    firn__delfile *delfiles; /* v2 tables: live position-delete files firn can replace */
+    size_t n_delfiles;
     uint64_t committed_lsn;  /* changes at or below are in the table */
     firn_batch *buf;         /* CDC changes not yet committed */
     firn_data_file *pending; /* backfill data files not yet committed */
@@ -374,8 +399,9 @@ void firn__table_deinit(firn__table *t);
 FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err);
 /** Catches t's key index up with the commits between snapshot base_snapshot_id (which the
  * index reflects) and t's current snapshot, made by other writers: the data files they added are
- * indexed (a key found there now points at its newest row). Files they removed stay in the
- * index's file table (a delete of a row there is harmless). *out_ok is false, and nothing was
+ * indexed (a key found there now points at its newest row); data files they removed are marked
+ * gone (a key still pointing there needs no delete: its row went with the file) and delete files
+ * they removed are no longer tracked for consolidation. *out_ok is false, and nothing was
  * read, when base is not an ancestor of the current snapshot (or is too far back): rebuild the
  * index then. Errors from FileIO and Parquet. */
 FIRN_MUST_CHECK firn_rc firn__table_index_since(firn__table *t,
@@ -507,6 +533,46 @@ FIRN_MUST_CHECK firn_rc firn__table_commit_dvs(firn__table *t,
                                                uint64_t lsn,
                                                const firn_summary *extra,
                                                firn_err *err);
+
+/* ---- position deletes of format v2 tables (eng_consolidate.c) ---------------------------------
+ */
+
+/** Forgets every tracked delete file of t. */
+void firn__delfiles_reset(firn__table *t);
+/** Tracks delete file path (copied) as deleting from data file ordinals ords[0..n) (copied). */
+void firn__delfiles_add(firn__table *t, const char *path, const uint32_t *ords, size_t n);
+/** Forgets delete file path (another writer removed it); nothing when untracked. */
+void firn__delfiles_forget(firn__table *t, const char *path);
+/** Whether a commit adding deletes dels[0..n_dels) (group: the delete file each goes to) to t
+ * consolidates: t is format 2, the policy is on (destination.consolidate_deletes_after N > 0)
+ * and the commit would leave at least N delete files that are not the single file-scoped delete
+ * file of their data file. */
+bool firn__consolidate_due(const firn__table *t, const firn__posdel *dels, size_t n_dels);
+/** Plans and writes a consolidation (group of each del = its data file ordinal): the data files
+ * dels touch and those of the tracked delete files that are not consolidated get one file-scoped
+ * position-delete file each with every deleted position (old and new), or are dropped when every
+ * row is deleted; the delete files they had are retired. Appends the new delete files to
+ * *files / *n_files. Errors from Parquet and FileIO. */
+FIRN_MUST_CHECK firn_rc firn__consolidate_write(firn__table *t,
+                                                const firn__write_ctx *w,
+                                                const firn__posdel *dels,
+                                                size_t n_dels,
+                                                firn_data_file **files,
+                                                size_t *n_files,
+                                                firn__consolidation *out,
+                                                firn_err *err);
+/** Frees what c owns (NULL accepted) and zeroes it. */
+void firn__consolidation_free(firn__consolidation *c);
+/** After a v2 commit landed: the rows of dels[0..n_dels) (the deletes written, sorted by group:
+ * group k went to delete file added[k]) join their files' dead rows, each added file is tracked
+ * with the data files of its group, and a consolidation's retired delete files and dropped data
+ * files go. */
+void firn__delfiles_commit_done(firn__table *t,
+                                const firn__posdel *dels,
+                                size_t n_dels,
+                                const firn_data_file *added,
+                                size_t n_added,
+                                const firn__consolidation *c);
 
 /** Copies the selected streams in backfill (those with needs_backfill) inside the exported
  * snapshot (positions stamped with snapshot_lsn), commits each table once at its end with

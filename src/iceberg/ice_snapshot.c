@@ -40,6 +40,8 @@ typedef struct producer {
     int manifest_seq;
     dv_slot *dvs; /* sorted by data_file */
     size_t n_dvs;
+    char **required; /* sorted copy of in->required_data_paths (borrowed strings) */
+    bool *required_found;
 } producer;
 
 static void push_out(producer *p, firn_manifest_file *mf)
@@ -118,6 +120,21 @@ static ptrdiff_t removed_index(const producer *p, const char *path)
             hi = mid;
     }
     return -1;
+}
+
+/* Marks the required data paths that are live data files of manifest m. */
+static void note_required(producer *p, const firn_manifest *m)
+{
+    size_t nr = p->in->n_required_data_paths;
+    for (size_t i = 0; nr > 0 && i < m->n_entries; i++) {
+        const firn_manifest_entry *e = &m->entries[i];
+        if (e->status == FIRN_ENTRY_DELETED || e->file.content != FIRN_CONTENT_DATA)
+            continue;
+        const char *key = e->file.file_path;
+        char **hit = bsearch(&key, p->required, nr, sizeof *p->required, cmp_str);
+        if (hit)
+            p->required_found[hit - p->required] = true;
+    }
 }
 
 static int cmp_slot(const void *a, const void *b)
@@ -391,11 +408,14 @@ static firn_rc carry_parents(producer *p, firn_manifest_file *parents, size_t n_
         const firn_manifest_file *mf = &parents[i];
         /* Manifests left with only DELETED entries by an earlier commit are dropped (Java). */
         keep[i] = mf->added_files_count + mf->existing_files_count > 0;
-        bool read = need_read || (mf->content == FIRN_MANIFEST_DELETES && p->n_dvs > 0);
+        bool read = need_read || (mf->content == FIRN_MANIFEST_DELETES && p->n_dvs > 0) ||
+                    (mf->content == FIRN_MANIFEST_DATA && p->in->n_required_data_paths > 0);
         if (!read || !keep[i])
             continue;
         firn_manifest *m = NULL;
         rc = firn_manifest_read(p->io, mf, &m, p->err);
+        if (!rc)
+            note_required(p, m);
         if (!rc && holds_removed(p, m)) {
             keep[i] = false;
             rc = rewrite(p, &m, 1, true);
@@ -524,6 +544,13 @@ static firn_rc check_found(const producer *p)
                                 "file \"%s\" to remove is not live in the parent snapshot",
                                 p->removed[i]);
     }
+    for (size_t i = 0; i < p->in->n_required_data_paths; i++) {
+        if (!p->required_found[i])
+            return firn_err_set(p->err, FIRN_ERR_NOT_FOUND,
+                                "data file \"%s\" that new deletes refer to is not live in the "
+                                "parent snapshot",
+                                p->required[i]);
+    }
     for (size_t i = 0; i < p->n_dvs; i++) {
         if (p->dvs[i].dv_path && !p->dvs[i].found)
             return firn_err_set(p->err, FIRN_ERR_NOT_FOUND,
@@ -594,6 +621,8 @@ static void producer_deinit(producer *p)
         firn_free(p->parts[i]);
     firn_free(p->parts);
     firn_free(p->dvs);
+    firn_free(p->required);
+    firn_free(p->required_found);
 }
 
 firn_rc firn_snapshot_produce(firn_io *io,
@@ -610,6 +639,12 @@ firn_rc firn_snapshot_produce(firn_io *io,
     for (size_t i = 0; i < nr; i++)
         p.removed[i] = (char *)in->removed_paths[i];
     qsort(p.removed, nr, sizeof *p.removed, cmp_str);
+    size_t nq = in->n_required_data_paths;
+    p.required = firn_calloc(nq ? nq : 1, sizeof *p.required);
+    p.required_found = firn_calloc(nq ? nq : 1, sizeof *p.required_found);
+    for (size_t i = 0; i < nq; i++)
+        p.required[i] = (char *)in->required_data_paths[i];
+    qsort(p.required, nq, sizeof *p.required, cmp_str);
     firn_manifest_file *parents = NULL;
     size_t n_parents = 0;
     firn_rc rc = build_slots(&p);

@@ -81,6 +81,8 @@ typedef struct change {
     int format_version; /* 0: 2 */
     const firn_dv_replace *replaces;
     size_t n_replaces;
+    const char *const *required; /* data files the deletes refer to */
+    size_t n_required;
 } change;
 
 static firn_rc commit(table *t, const change *c, firn_snapshot_result *res, firn_err *err)
@@ -93,6 +95,8 @@ static firn_rc commit(table *t, const change *c, firn_snapshot_result *res, firn
         .first_row_id = t->next_row_id,
         .dv_replaces = c->replaces,
         .n_dv_replaces = c->n_replaces,
+        .required_data_paths = c->required,
+        .n_required_data_paths = c->n_required,
         .snapshot_id = 1000 + t->seq + 1,
         .parent_snapshot_id = t->snapshot_id,
         .sequence_number = t->seq + 1,
@@ -244,6 +248,19 @@ T_TEST(commit_chain)
     change none = {0};
     T_EQ_INT(commit(&t, &none, &r, &err), FIRN_ERR_INVALID);
 
+    /* Deletes that refer to a data file another writer removed (a.parquet) fail; to live ones
+     * (b, c) they land. */
+    const char *gone_data[] = {"file:///w/data/b.parquet", "file:///w/data/a.parquet"};
+    change stale = {.deletes = &del[0], .n_deletes = 1, .required = gone_data, .n_required = 2};
+    T_EQ_INT(commit(&t, &stale, &r, &err), FIRN_ERR_NOT_FOUND);
+    T_TRUE(strstr(err.msg, "a.parquet") != NULL);
+    const char *live_data[] = {"file:///w/data/c.parquet", "file:///w/data/b.parquet"};
+    change fresh = {.deletes = &del[0], .n_deletes = 1, .required = live_data, .n_required = 2};
+    T_OK_ERR(commit(&t, &fresh, &r, &err), &err);
+    firn_snapshot_result_deinit(&r);
+    live_files(&t, live, sizeof live, &rows);
+    T_EQ_STR(live, "p1.parquet@4 e1.parquet@2 b.parquet@1 c.parquet@2 ");
+
     /* 4: truncate, then append again. */
     change c4 = {.truncate = true};
     T_OK_ERR(commit(&t, &c4, &r, &err), &err);
@@ -260,7 +277,7 @@ T_TEST(commit_chain)
     T_EQ_STR(sget(&r, "total-records"), "7");
     firn_snapshot_result_deinit(&r);
     live_files(&t, live, sizeof live, &rows);
-    T_EQ_STR(live, "d.parquet@5 ");
+    T_EQ_STR(live, "d.parquet@6 ");
 
     for (int i = 0; i < 4; i++)
         firn_data_file_deinit(&d[i]);
