@@ -276,8 +276,9 @@ typedef struct firn_stream_config {
     firn_strlist primary_key; /* override; empty = the source's key */
     firn_strlist source_primary_key; /* discovered (source_defined_primary_key) */
     bool append_mode;                /* every change as a new row (no upsert) */
-    firn_strlist columns;            /* selected columns; empty = all */
-    bool sync_new_columns;           /* columns added later are synced too (default true) */
+    bool soft_delete;      /* upsert: a delete replaces the row by a tombstone (_firn_op "d") */
+    firn_strlist columns;  /* selected columns; empty = all */
+    bool sync_new_columns; /* columns added later are synced too (default true) */
     firn_cfg_partition *partition;
     size_t partition_count;
     char *target_namespace;    /* resolved: explicit, else the destination's pattern */

@@ -197,6 +197,12 @@ static firn_rc resolve_stream(firn_config *cfg, firn_stream_config *st, firn_err
         st->commit.interval_ms = cfg->has_destination ? dst->commit.interval_ms : 10000;
     if (st->commit.max_bytes == 0)
         st->commit.max_bytes = cfg->has_destination ? dst->commit.max_bytes : 64u << 20;
+    if (st->soft_delete && cfg->has_destination && !dst->metadata_columns)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "%s: stream \"%s.%s\" sets soft_delete, which marks tombstones in "
+                            "_firn_op, but the destination sets metadata_columns to false",
+                            cfg->streams_path ? cfg->streams_path : "streams", st->namespace,
+                            st->name);
     bool wants_wal =
         st->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || st->sync_mode == FIRN_SYNC_CDC_ONLY;
     if (st->selected && wants_wal && cfg->has_source &&

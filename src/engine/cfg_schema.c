@@ -477,6 +477,9 @@ static const cfg_prop p_selection[] = {
     {"primary_key", &n_strlist, STR(primary_key), 0, NULL, "override of the source's key"},
     {"append_mode", &n_bool, STR(append_mode), 0, NULL, "write changes as new rows (no upsert)"},
     {"append_only", &n_bool, STR(append_mode), CFG_OLAKE, "append_mode", NULL},
+    {"soft_delete", &n_bool, STR(soft_delete), 0, NULL,
+     "upsert tables: a deleted row is replaced by a tombstone row with _firn_op = \"d\" (the "
+     "old row under REPLICA IDENTITY FULL, else the key with nulls) instead of removed"},
     {"columns", &n_strlist, STR(columns), 0, NULL, "columns to copy (default all)"},
     {"sync_new_columns", &n_bool, STR(sync_new_columns), 0, NULL,
      "copy columns added later too (default true)"},

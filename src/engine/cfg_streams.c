@@ -472,6 +472,8 @@ static json_t *selection_json(const firn_stream_config *st)
     if (st->primary_key.count)
         json_object_set_new(o, "primary_key", strlist_json(&st->primary_key));
     json_object_set_new(o, "append_mode", json_boolean(st->append_mode));
+    if (st->soft_delete)
+        json_object_set_new(o, "soft_delete", json_true());
     if (st->columns.count)
         json_object_set_new(o, "columns", strlist_json(&st->columns));
     if (!st->sync_new_columns)

@@ -509,7 +509,7 @@ static void drop_deletes(flush_out *o, size_t n_data, firn__dv_batch *dvs)
 static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
     firn__fold f;
-    FIRN_TRY(firn__fold_run(t->buf, t->key_cols, t->n_key, &f, err));
+    FIRN_TRY(firn__fold_run_keep(t->buf, t->key_cols, t->n_key, t->soft_delete, &f, err));
     flush_out o = {0};
     firn__dv_batch dvs = {0};
     char data_dir[4096];

@@ -187,6 +187,7 @@ static void describe_stream(firn_stream_config *st,
                  t->qualified);
     }
     st->append_mode = old ? old->append_mode : t->n_key == 0;
+    st->soft_delete = old && old->soft_delete;
     st->sync_new_columns = old ? old->sync_new_columns : true;
     for (size_t k = 0; k < t->n_key; k++)
         firn_strlist_push(&st->source_primary_key, t->columns[t->key_columns[k]].name);

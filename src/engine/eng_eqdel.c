@@ -151,7 +151,7 @@ firn_rc firn__eqdel_flush(firn__table *t,
                           firn_err *err)
 {
     firn__fold f;
-    FIRN_TRY(firn__fold_run(t->buf, t->key_cols, t->n_key, &f, err));
+    FIRN_TRY(firn__fold_run_keep(t->buf, t->key_cols, t->n_key, t->soft_delete, &f, err));
     firn_data_file *files = NULL;
     size_t n_files = 0;
     firn_rc rc =

@@ -49,6 +49,16 @@ firn_rc firn__fold_run(const firn_batch *b,
                        firn__fold *out,
                        firn_err *err)
 {
+    return firn__fold_run_keep(b, key_cols, n_key_cols, false, out, err);
+}
+
+firn_rc firn__fold_run_keep(const firn_batch *b,
+                            const uint32_t *key_cols,
+                            size_t n_key_cols,
+                            bool keep_deletes,
+                            firn__fold *out,
+                            firn_err *err)
+{
     size_t rows = firn_batch_rows(b);
     memset(out, 0, sizeof(*out));
     firn_buf_init(&out->keys, FOLD_KEYS_MAX);
@@ -66,7 +76,8 @@ firn_rc firn__fold_run(const firn_batch *b,
         firn__pkloc loc = {0, (uint32_t)i};
         firn__keymap_put(last, all.data + offsets[i], offsets[i + 1] - offsets[i], loc);
     }
-    /* Pass 1: rows that are the last change of their key and not deletes. */
+    /* Pass 1: rows that are the last change of their key and not deletes (with keep_deletes,
+     * deletes too: they are written as tombstone rows). */
     for (size_t pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < rows; i++) {
             firn__pkloc loc;
@@ -75,7 +86,7 @@ firn_rc firn__fold_run(const firn_batch *b,
             FIRN_ASSERT(found);
             if (loc.pos != i)
                 continue;
-            bool is_delete = firn_batch_op(b, i) == FIRN_OP_DELETE;
+            bool is_delete = firn_batch_op(b, i) == FIRN_OP_DELETE && !keep_deletes;
             if (pass == 0 && !is_delete) {
                 out->upsert_rows[out->n_upserts++] = (uint32_t)i;
                 append_key(out, &all, offsets, i);

@@ -151,6 +151,12 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
      * its columns when its old rows arrive whole (REPLICA IDENTITY FULL). */
     t->eqdel = eq && !s->append_mode && (pg->n_key > 0 || pg->replica_identity == 'f');
     t->upsert = !s->append_mode && (pg->n_key > 0 || t->eqdel);
+    t->soft_delete = t->upsert && s->soft_delete;
+    if (s->soft_delete && !t->upsert)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\" is written in append mode, where every delete is already a row: "
+                 "soft_delete has no effect",
+                 pg->qualified);
     if (!s->append_mode && !t->upsert)
         FIRN_LOG(FIRN_LOG_WARN, "engine",
                  "table \"%s\" has no primary key: written in append mode (set primary_key in "

@@ -111,10 +111,21 @@ static void add_meta_fields(firn_field *root, int32_t *next_id)
     }
 }
 
-/* Append-mode tables hold deletes as rows with only the key: every column is optional. */
+/* Append-mode tables hold deletes as rows with only the key: every column is optional; so are
+ * the non-key columns of soft-delete tables (a tombstone may hold only the key). */
 static void make_optional(firn_field *f)
 {
     f->required = false;
+}
+
+/* True when top-level column i is part of t's key. */
+static bool is_key_column(const firn__table *t, size_t i)
+{
+    for (size_t k = 0; k < t->n_key; k++) {
+        if (t->key_cols[k] == i)
+            return true;
+    }
+    return false;
 }
 
 static firn_rc
@@ -342,13 +353,13 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
     t->schema = t->pg->schema;
     if (t->eng->cfg->destination.metadata_columns)
         add_meta_fields(t->schema, &next_id);
-    if (!t->upsert) {
-        for (size_t i = 0; i < t->schema->n_children; i++)
-            make_optional(t->schema->children[i]);
-    }
     t->n_key = t->pg->n_key < 32 ? t->pg->n_key : 32;
     for (size_t i = 0; i < t->n_key; i++)
         t->key_cols[i] = (uint32_t)t->pg->key_columns[i];
+    for (size_t i = 0; i < t->schema->n_children; i++) {
+        if (!t->upsert || (t->soft_delete && !is_key_column(t, i)))
+            make_optional(t->schema->children[i]);
+    }
     bool exists = false;
     FIRN_TRY(firn_catalog_table_exists(t->eng->catalog, t->ns, t->name, &exists, err));
     if (exists)

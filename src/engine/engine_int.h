@@ -176,6 +176,14 @@ FIRN_MUST_CHECK firn_rc firn__fold_run(const firn_batch *b,
                                        size_t n_key_cols,
                                        firn__fold *out,
                                        firn_err *err);
+/** firn__fold_run; with keep_deletes, a key whose last change is a delete is an upserted row
+ * too (soft delete: the delete row is written as the key's tombstone) and n_deletes is 0. */
+FIRN_MUST_CHECK firn_rc firn__fold_run_keep(const firn_batch *b,
+                                            const uint32_t *key_cols,
+                                            size_t n_key_cols,
+                                            bool keep_deletes,
+                                            firn__fold *out,
+                                            firn_err *err);
 /** Frees the arrays of f. */
 void firn__fold_free(firn__fold *f);
 
@@ -336,6 +344,7 @@ typedef struct firn__table {
     firn_catalog_table cat;           /* current metadata and its location (owned) */
     firn_field *schema;               /* batch schema: pg->schema with Iceberg ids (borrowed) */
     bool upsert;                      /* folded by key with position deletes, else append */
+    bool soft_delete;                 /* upsert table whose deletes leave a tombstone row */
     bool needs_backfill;
     bool cdc;              /* changes come from the replication stream */
     uint32_t key_cols[32]; /* batch columns of the identifier */

@@ -104,6 +104,29 @@ T_TEST(fold_last_change_wins)
     firn_field_free(s);
 }
 
+T_TEST(fold_keep_deletes_as_tombstones)
+{
+    firn_field *s = kv_schema();
+    firn_batch *b = firn_batch_new(s);
+    add_row(b, 1, "a", FIRN_OP_INSERT);  /* 0 */
+    add_row(b, 3, NULL, FIRN_OP_DELETE); /* 1: id 3's tombstone */
+    add_row(b, 1, "a", FIRN_OP_DELETE);  /* 2: id 1's tombstone (full image) */
+    add_row(b, 2, "b", FIRN_OP_INSERT);  /* 3 */
+    static const uint32_t key[] = {0};
+    firn__fold f;
+    firn_err err = {0};
+    T_OK_ERR(firn__fold_run_keep(b, key, 1, true, &f, &err), &err);
+    T_EQ_UINT(f.n_upserts, 3);
+    T_EQ_UINT(f.n_deletes, 0);
+    T_EQ_UINT(f.n_keys, 3);
+    T_EQ_UINT(f.upsert_rows[0], 1);
+    T_EQ_UINT(f.upsert_rows[1], 2);
+    T_EQ_UINT(f.upsert_rows[2], 3);
+    firn__fold_free(&f);
+    firn_batch_free(b);
+    firn_field_free(s);
+}
+
 T_TEST(fold_empty)
 {
     firn_field *s = kv_schema();
@@ -118,4 +141,7 @@ T_TEST(fold_empty)
     firn_field_free(s);
 }
 
-T_MAIN(T_CASE(keymap_put_get_remove_grow), T_CASE(fold_last_change_wins), T_CASE(fold_empty))
+T_MAIN(T_CASE(keymap_put_get_remove_grow),
+       T_CASE(fold_last_change_wins),
+       T_CASE(fold_keep_deletes_as_tombstones),
+       T_CASE(fold_empty))
