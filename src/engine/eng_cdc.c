@@ -30,7 +30,6 @@ typedef struct cdc {
     size_t n_rels;
     uint64_t last_end_lsn;    /* end of the last transaction fully read */
     uint64_t flushed_end_lsn; /* end of the last transaction committed everywhere */
-    int64_t last_flush_ns;
     int64_t last_event_ns;
     uint64_t target_lsn; /* catch-up run: WAL position at start */
     bool in_txn;
@@ -406,6 +405,8 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     if (c->txn_commit_lsn <= t->committed_lsn)
         return FIRN_OK; /* already in the table (exactly-once on restart) */
     firn__fault_point("mid-txn");
+    if (firn_batch_rows(t->buf) == 0)
+        t->hold_lsn = c->last_end_lsn; /* this table now holds back the acknowledgement */
     firn_batch_set_times(t->buf, c->txn_commit_us, INT64_MIN);
     firn_rc rc = FIRN_OK;
     switch (ev->type) {
@@ -436,6 +437,34 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     return rc;
 }
 
+/* Acknowledges what every table has committed: the end of the last transaction read, held
+ * back to the first transaction some table still buffers (tables commit at their own
+ * cadence), and saves the state. */
+static firn_rc acknowledge(cdc *c, firn_err *err)
+{
+    firn__engine *e = c->e;
+    uint64_t ack = c->last_end_lsn;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (t->cdc && firn_batch_rows(t->buf) && t->hold_lsn < ack)
+            ack = t->hold_lsn;
+    }
+    firn__fault_point("before-ack");
+    if (ack > c->flushed_end_lsn) {
+        c->flushed_end_lsn = ack;
+        firn_pgo_stream_confirm(c->s, ack);
+        e->state.global_lsn = ack;
+    }
+    return firn__engine_save_state(e, err);
+}
+
+static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
+{
+    FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
+    t->flush_ns = firn_monotonic_ns();
+    return FIRN_OK;
+}
+
 /* Commits every table's buffer at the current transaction boundary, then acknowledges. */
 static firn_rc flush_all(cdc *c, firn_err *err)
 {
@@ -443,33 +472,41 @@ static firn_rc flush_all(cdc *c, firn_err *err)
     for (size_t i = 0; i < e->n_tables; i++) {
         firn__table *t = e->tables[i];
         if (t->cdc)
-            FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
+            FIRN_TRY(flush_table(c, t, err));
     }
-    firn__fault_point("before-ack");
-    c->flushed_end_lsn = c->last_end_lsn;
-    c->last_flush_ns = firn_monotonic_ns();
-    if (c->flushed_end_lsn) {
-        firn_pgo_stream_confirm(c->s, c->flushed_end_lsn);
-        e->state.global_lsn = c->flushed_end_lsn;
-    }
-    return firn__engine_save_state(e, err);
+    return acknowledge(c, err);
 }
 
-static bool policy_due(cdc *c)
+/* t's commit policy (its stream's, which defaults to the destination's; the command line's
+ * overrides win): due when it buffers max_bytes or holds rows older than the interval. */
+static bool table_due(const cdc *c, const firn__table *t, int64_t now_ns)
 {
-    const firn_destination_config *d = &c->e->cfg->destination;
     const firn_sync_options *o = c->e->opts;
-    int64_t interval_ms =
-        o && o->commit_interval_ms ? o->commit_interval_ms : d->commit.interval_ms;
-    uint64_t max_bytes = o && o->commit_max_bytes ? o->commit_max_bytes : d->commit.max_bytes;
-    size_t bytes = 0, rows = 0;
-    for (size_t i = 0; i < c->e->n_tables; i++) {
-        bytes += firn_batch_bytes(c->e->tables[i]->buf);
-        rows += firn_batch_rows(c->e->tables[i]->buf);
-    }
-    if (bytes >= max_bytes)
+    const firn_commit_policy *p = &t->stream->commit;
+    int64_t interval_ms = o && o->commit_interval_ms ? o->commit_interval_ms : p->interval_ms;
+    uint64_t max_bytes = o && o->commit_max_bytes ? o->commit_max_bytes : p->max_bytes;
+    if (!t->cdc || firn_batch_rows(t->buf) == 0)
+        return false;
+    if (firn_batch_bytes(t->buf) >= max_bytes)
         return true;
-    return rows > 0 && (firn_monotonic_ns() - c->last_flush_ns) / 1000000 >= interval_ms;
+    return (now_ns - t->flush_ns) / 1000000 >= interval_ms;
+}
+
+/* At a transaction boundary: commits each table whose policy is due, then acknowledges what
+ * that allows. */
+static firn_rc flush_due(cdc *c, firn_err *err)
+{
+    firn__engine *e = c->e;
+    int64_t now = firn_monotonic_ns();
+    bool any = false;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (table_due(c, t, now)) {
+            FIRN_TRY(flush_table(c, t, err));
+            any = true;
+        }
+    }
+    return any ? acknowledge(c, err) : FIRN_OK;
 }
 
 /* Truncate: replace each table's files by nothing. Its buffered rows (of this and earlier
@@ -519,9 +556,7 @@ static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
         c->in_txn = false;
         c->last_end_lsn = ev->end_lsn;
         c->done_commit_lsn = ev->commit_lsn;
-        if (policy_due(c))
-            return flush_all(c, err);
-        return FIRN_OK;
+        return flush_due(c, err);
     default:
         return FIRN_OK; /* Type, Origin, Message: nothing to store */
     }
@@ -536,24 +571,29 @@ static bool buffers_empty(const firn__engine *e)
     return true;
 }
 
-/* How far the slot's walsender has decoded and sent (pg_stat_replication.sent_lsn). */
-static firn_rc sent_lsn(cdc *c, uint64_t *out, firn_err *err)
+/* How far the slot's walsender has decoded and sent (pg_stat_replication.sent_lsn); *known is
+ * false when the server does not say (a role without pg_read_all_stats sees nulls there). */
+static firn_rc sent_lsn(cdc *c, uint64_t *out, bool *known, firn_err *err)
 {
     const char *slot = c->e->cfg->source.slot;
     if (strchr(slot, '\''))
         return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);
     char sql[512], text[64];
     snprintf(sql, sizeof(sql),
-             "SELECT coalesce(r.sent_lsn, '0/0')::text FROM pg_replication_slots s "
+             "SELECT coalesce(r.sent_lsn::text, '') FROM pg_replication_slots s "
              "LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = '%s'",
              slot);
     FIRN_TRY(firn_pg_conn_query_value(c->e->sql, sql, text, sizeof(text), err));
-    return firn_lsn_parse(text, out, err);
+    *known = text[0] != '\0';
+    *out = 0;
+    return *known ? firn_lsn_parse(text, out, err) : FIRN_OK;
 }
 
 /* Catch-up run: is everything up to the WAL position at start read? True once a transaction
  * ending at or past it was read, or once the server has decoded and sent past it and nothing
- * more arrived. */
+ * more arrived. When the server does not say how far it has sent, the run ends after
+ * initial_wait_seconds without a change (OLake's initial_wait_time); when it says it has not
+ * sent everything yet, the run waits (it is decoding), up to CATCHUP_GIVE_UP_MS. */
 static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
 {
     *out = false;
@@ -567,8 +607,16 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
     if (idle_ms < CATCHUP_PROBE_MS)
         return FIRN_OK;
     uint64_t sent = 0;
-    FIRN_TRY(sent_lsn(c, &sent, err));
-    if (sent >= c->target_lsn) {
+    bool known = false;
+    FIRN_TRY(sent_lsn(c, &sent, &known, err));
+    int64_t wait_ms = c->e->cfg->source.initial_wait_ms;
+    if (known && sent >= c->target_lsn) {
+        *out = true;
+    } else if (!known && idle_ms >= wait_ms) {
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "no change for %.1f s (initial_wait_seconds) and the server does not say how far "
+                 "it has sent (grant pg_read_all_stats to end sooner): ending the run",
+                 (double)idle_ms / 1000.0);
         *out = true;
     } else if (idle_ms >= CATCHUP_GIVE_UP_MS) {
         FIRN_LOG(FIRN_LOG_WARN, "engine",
@@ -600,8 +648,9 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
     cdc c = {0};
     c.e = e;
     c.s = s;
-    c.last_flush_ns = firn_monotonic_ns();
-    c.last_event_ns = c.last_flush_ns;
+    c.last_event_ns = firn_monotonic_ns();
+    for (size_t i = 0; i < e->n_tables; i++)
+        e->tables[i]->flush_ns = c.last_event_ns;
     firn_buf_init(&c.scratch, 1 << 20);
     bool follow = e->opts && e->opts->follow;
     firn_rc rc = follow ? FIRN_OK : current_wal_lsn(e, &c.target_lsn, err);
@@ -632,8 +681,8 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
             continue;
         }
         /* Idle: commit what waits when the interval passed; a catch-up run ends here. */
-        if (!c.in_txn && !buffers_empty(e) && policy_due(&c))
-            rc = flush_all(&c, err);
+        if (!c.in_txn && !buffers_empty(e))
+            rc = flush_due(&c, err);
         bool done = false;
         if (rc == FIRN_OK && !follow)
             rc = caught_up(&c, &done, err);

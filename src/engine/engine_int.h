@@ -371,6 +371,9 @@ typedef struct firn__table {
     pthread_mutex_t mu;        /* guards pending, files and index during backfill */
     firn_pg_decode_stats stats;
     uint64_t rows_written;
+    int64_t flush_ns;  /* CDC: monotonic time of the table's last flush (or of the start) */
+    uint64_t hold_lsn; /* CDC: with rows buffered, the end of the last transaction read before
+                          the first of them: the slot may not be confirmed past it */
 } firn__table;
 
 struct firn__engine {
