@@ -163,6 +163,13 @@ def duck():
 # ---------------------------------------------------------------------------------------------
 # Spark with the Iceberg runtime (tests marked `spark`; see sparkutil.py for the catalog notes).
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """Each test's firn processes keep their key indexes (index_dir defaults to
+    $XDG_CACHE_HOME/firn) in the test's folder, not in the user's cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "spark: needs Spark with the Iceberg runtime (pyspark and the jars of "
