@@ -59,10 +59,11 @@ static uint32_t *count_refs(const firn__table *t)
     return refs;
 }
 
-/* A delete file is consolidated when it is the only one of its single data file. */
-static bool consolidated(const firn__delfile *d, const uint32_t *refs)
+/* A delete file is consolidated when it is the only one of its single data file, which is live
+ * (a file of rows of data files no longer live is dangling: the next consolidation drops it). */
+static bool consolidated(const firn__table *t, const firn__delfile *d, const uint32_t *refs)
 {
-    return d->n_ords == 1 && refs[d->ords[0]] == 1;
+    return d->n_ords == 1 && refs[d->ords[0]] == 1 && !t->dv_files[d->ords[0]].gone;
 }
 
 static int cmp_posdel_group(const void *a, const void *b)
@@ -88,7 +89,7 @@ bool firn__consolidate_due(const firn__table *t, const firn__posdel *dels, size_
     }
     int64_t loose = 0;
     for (size_t i = 0; i < t->n_delfiles; i++)
-        loose += !consolidated(&t->delfiles[i], refs);
+        loose += !consolidated(t, &t->delfiles[i], refs);
     for (size_t i = 0; i < n_dels;) {
         size_t j = i, n_ords = 0;
         for (; j < n_dels && d[j].group == d[i].group; j++)
@@ -127,7 +128,7 @@ static bool collect_pos(void *ctx, uint64_t pos)
 
 /* The data files to rewrite: those of this commit's deletes and of every tracked delete file
  * that is not consolidated (marked in want[]); the delete files to retire: all tracked ones of
- * those data files. */
+ * those data files or of data files no longer live. */
 static void plan_files(
     firn__table *t, const firn__posdel *dels, size_t n_dels, bool *want, firn__consolidation *c)
 {
@@ -136,14 +137,14 @@ static void plan_files(
         want[dels[i].ord] = true;
     for (size_t i = 0; i < t->n_delfiles; i++) {
         const firn__delfile *d = &t->delfiles[i];
-        for (size_t k = 0; !consolidated(d, refs) && k < d->n_ords; k++)
+        for (size_t k = 0; !consolidated(t, d, refs) && k < d->n_ords; k++)
             want[d->ords[k]] = true;
     }
     firn_free(refs);
     c->retired = firn_calloc(t->n_delfiles ? t->n_delfiles : 1, sizeof(size_t));
     for (size_t i = 0; i < t->n_delfiles; i++) {
         const firn__delfile *d = &t->delfiles[i];
-        bool hit = false;
+        bool hit = d->n_ords == 0; /* dangling: its data files are gone */
         for (size_t k = 0; !hit && k < d->n_ords; k++)
             hit = want[d->ords[k]];
         if (hit)

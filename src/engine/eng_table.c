@@ -491,8 +491,9 @@ static void dead_free(dead_set *d)
     firn_free(d->dels);
 }
 
-/* Tracks (v2) the delete files read whose data files are all live: a consolidation may replace
- * them. Others (dangling deletes of removed files) are left alone. */
+/* Tracks (v2) every position-delete file read with the live data files it deletes from: a
+ * consolidation may replace it (rows of data files no longer live need no delete, so a file
+ * of only such rows, a dangling delete, simply goes). */
 static void track_delfiles(firn__table *t, const dead_set *d)
 {
     if (t->dv || d->n_dels == 0)
@@ -508,15 +509,13 @@ static void track_delfiles(firn__table *t, const dead_set *d)
     for (size_t i = 0; i < d->n_dels; i++) {
         const seen_delfile *s = &d->dels[i];
         uint32_t *ords = firn_calloc(s->n_data ? s->n_data : 1, sizeof(uint32_t));
-        size_t k = 0;
-        for (; k < s->n_data; k++) {
+        size_t n = 0;
+        for (size_t k = 0; k < s->n_data; k++) {
             firn__pkloc v;
-            if (!firn__keymap_get(live, (const uint8_t *)s->data[k], strlen(s->data[k]), &v))
-                break;
-            ords[k] = v.file;
+            if (firn__keymap_get(live, (const uint8_t *)s->data[k], strlen(s->data[k]), &v))
+                ords[n++] = v.file;
         }
-        if (k == s->n_data && k > 0)
-            firn__delfiles_add(t, s->path, ords, k);
+        firn__delfiles_add(t, s->path, ords, n);
         firn_free(ords);
     }
     firn__keymap_free(live);
