@@ -43,6 +43,7 @@ static void maybe_report(bf_ctx *c)
     pthread_mutex_unlock(&c->mu);
     if (!due)
         return;
+    firn__stats_write(c->e, "backfill", true);
     double secs = (double)(now - c->start_ns) / 1e9;
     for (size_t i = 0; i < c->e->n_tables; i++) {
         firn__table *t = c->e->tables[i];

@@ -407,6 +407,7 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     firn__fault_point("mid-txn");
     if (firn_batch_rows(t->buf) == 0)
         t->hold_lsn = c->last_end_lsn; /* this table now holds back the acknowledgement */
+    t->changes_read++;
     firn_batch_set_times(t->buf, c->txn_commit_us, INT64_MIN);
     firn_rc rc = FIRN_OK;
     switch (ev->type) {
@@ -638,6 +639,21 @@ static firn_rc current_wal_lsn(firn__engine *e, uint64_t *out, firn_err *err)
     return firn_lsn_parse(text, out, err);
 }
 
+/* Every few seconds: the stats file, with the source's WAL position for the lag. */
+static void stats_tick(firn__engine *e)
+{
+    if (firn_monotonic_ns() - e->stats_ns < 5 * 1000000000LL)
+        return;
+    firn_err err = {0};
+    uint64_t lsn = 0;
+    char text[64];
+    if (firn_pg_conn_query_value(e->sql, "SELECT pg_current_wal_lsn()::text", text, sizeof(text),
+                                 &err) == FIRN_OK &&
+        firn_lsn_parse(text, &lsn, &err) == FIRN_OK)
+        e->wal_lsn = lsn;
+    firn__stats_write(e, "cdc", false);
+}
+
 static bool stop_requested(const firn__engine *e)
 {
     return e->opts && e->opts->stop && *e->opts->stop;
@@ -666,6 +682,7 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
                 break;
             }
         }
+        stats_tick(e);
         firn_pgo_event ev;
         rc = firn_pgo_stream_next(s, NEXT_TIMEOUT_MS, &ev, err);
         if (rc)

@@ -58,6 +58,7 @@ void firn__engine_note_commit(firn__engine *e, firn__table *t)
     st->backfill_done = !t->needs_backfill;
     st->committed_lsn = t->committed_lsn;
     st->last_commit_us = firn_now_us();
+    t->commits++;
     const firn_snapshot *s = firn_table_metadata_current_snapshot(t->cat.metadata);
     st->snapshot_id = s ? s->snapshot_id : 0;
 }
@@ -196,6 +197,8 @@ engine_open(firn__engine *e, const firn_config *cfg, const firn_sync_options *op
     memset(e, 0, sizeof(*e));
     e->cfg = cfg;
     e->opts = opts;
+    e->start_ns = firn_monotonic_ns();
+    e->start_us = firn_now_us();
     copy_state(&e->state, &cfg->state);
     pq_options(e);
     FIRN_TRY(open_source(e, err));
@@ -468,6 +471,11 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
         FIRN_LOG(FIRN_LOG_INFO, "engine", "sync finished: %zu tables, %llu rows written, %.1f s",
                  e.n_tables, (unsigned long long)rows, (double)(firn_monotonic_ns() - t0) / 1e9);
     }
+    firn__stats_write(&e,
+                      rc == FIRN_OK              ? "finished"
+                      : rc == FIRN_ERR_CANCELLED ? "stopped"
+                                                 : "failed",
+                      true);
     engine_close(&e);
     return rc;
 }

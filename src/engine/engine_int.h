@@ -371,9 +371,11 @@ typedef struct firn__table {
     pthread_mutex_t mu;        /* guards pending, files and index during backfill */
     firn_pg_decode_stats stats;
     uint64_t rows_written;
-    int64_t flush_ns;  /* CDC: monotonic time of the table's last flush (or of the start) */
-    uint64_t hold_lsn; /* CDC: with rows buffered, the end of the last transaction read before
-                          the first of them: the slot may not be confirmed past it */
+    uint64_t changes_read; /* CDC changes appended to buf (stats file) */
+    uint64_t commits;      /* snapshots committed by this run (stats file) */
+    int64_t flush_ns;      /* CDC: monotonic time of the table's last flush (or of the start) */
+    uint64_t hold_lsn;     /* CDC: with rows buffered, the end of the last transaction read before
+                              the first of them: the slot may not be confirmed past it */
 } firn__table;
 
 struct firn__engine {
@@ -391,6 +393,10 @@ struct firn__engine {
     size_t n_tables;
     firn_pq_options pq;
     char *warehouse;
+    int64_t start_ns; /* monotonic start of the run (stats file) */
+    int64_t start_us; /* wall-clock start */
+    int64_t stats_ns; /* last stats file write */
+    uint64_t wal_lsn; /* the source's WAL position when last asked (CDC; 0: unknown) */
 };
 
 /** Opens or creates the Iceberg table of t (namespace too), evolves its schema to the source's,
@@ -622,6 +628,11 @@ FIRN_MUST_CHECK firn_rc firn__engine_open_destination(const firn_destination_con
                                                       bool *out_io_owned,
                                                       firn_err *err);
 
+/** Replaces the stats file (stats.json next to the state file; nothing without a state file)
+ * when force or when the last write is 5 s old; phase names what the run does ("backfill",
+ * "cdc", "finished", "stopped", "failed"). Never fails (a write error is logged). Thread-safe
+ * against itself; reads table counters under each table's lock. */
+void firn__stats_write(firn__engine *e, const char *phase, bool force);
 /** Saves the engine's state copy to the state file (no-op without a state path). */
 FIRN_MUST_CHECK firn_rc firn__engine_save_state(firn__engine *e, firn_err *err);
 /** Records table progress in the state copy. */

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The stats file (issue 7 "Progress"): `stats.json` next to the state file, replaced atomically
+ * every few seconds while a sync runs and once at its end: per stream rows written, changes
+ * read, commits, buffered changes, committed position and backfill progress; for the run its
+ * phase, rows, rate, memory and CDC lag. Monitoring reads it; firn never does. */
+#include "cfg_int.h"
+#include "engine_int.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STATS_EVERY_NS (5 * 1000000000LL)
+
+static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static json_t *lsn_json(uint64_t lsn)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
+    return json_string(text);
+}
+
+static json_t *time_json(int64_t us)
+{
+    if (us <= 0)
+        return json_null();
+    time_t secs = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char text[64];
+    snprintf(text, sizeof(text), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(us % 1000000 / 1000));
+    return json_string(text);
+}
+
+/* Backfill progress of t: rows copied, the estimate, share and time left. */
+static json_t *backfill_json(const firn__table *t, uint64_t rows, double secs)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "done", json_boolean(!t->needs_backfill));
+    if (!t->needs_backfill)
+        return o;
+    double est = t->pg->estimated_rows;
+    json_object_set_new(o, "rows", json_integer((json_int_t)rows));
+    json_object_set_new(o, "estimated_rows", json_integer(est > 0 ? (json_int_t)est : 0));
+    if (est > 0)
+        json_object_set_new(o, "percent", json_real(100.0 * (double)rows / est));
+    double rate = secs > 0 ? (double)rows / secs : 0;
+    if (est > (double)rows && rate > 0)
+        json_object_set_new(o, "eta_seconds", json_real((est - (double)rows) / rate));
+    return o;
+}
+
+static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t *rows_out)
+{
+    pthread_mutex_lock(&t->mu);
+    uint64_t rows = t->rows_written;
+    pthread_mutex_unlock(&t->mu);
+    *rows_out = rows;
+    json_t *o = json_object();
+    char name[1024];
+    snprintf(name, sizeof(name), "%s.%s", t->stream->namespace, t->stream->name);
+    json_object_set_new(o, "stream", json_string(name));
+    json_object_set_new(o, "table", json_string(t->display));
+    json_object_set_new(o, "sync_mode", json_string(firn_sync_mode_name(t->stream->sync_mode)));
+    json_object_set_new(o, "rows_written", json_integer((json_int_t)rows));
+    json_object_set_new(o, "changes_read", json_integer((json_int_t)t->changes_read));
+    json_object_set_new(o, "commits", json_integer((json_int_t)t->commits));
+    if (t->cdc && !t->needs_backfill && t->buf) {
+        json_object_set_new(o, "buffered_changes",
+                            json_integer((json_int_t)firn_batch_rows(t->buf)));
+        json_object_set_new(o, "buffered_bytes",
+                            json_integer((json_int_t)firn_batch_bytes(t->buf)));
+    }
+    json_object_set_new(o, "committed_lsn", lsn_json(t->committed_lsn));
+    const firn_stream_state *st =
+        firn_state_stream(&e->state, t->stream->namespace, t->stream->name, false);
+    json_object_set_new(o, "last_commit_at", time_json(st ? st->last_commit_us : 0));
+    json_object_set_new(o, "backfill", backfill_json(t, rows, secs));
+    return o;
+}
+
+static json_t *stats_json(firn__engine *e, const char *phase, int64_t now_ns)
+{
+    double secs = (double)(now_ns - e->start_ns) / 1e9;
+    json_t *root = json_object();
+    json_object_set_new(root, "updated_at", time_json(firn_now_us()));
+    json_object_set_new(root, "started_at", time_json(e->start_us));
+    json_object_set_new(root, "pid", json_integer((json_int_t)getpid()));
+    json_object_set_new(root, "mode",
+                        json_string(e->opts && e->opts->follow ? "follow" : "catch-up"));
+    json_object_set_new(root, "phase", json_string(phase));
+    json_object_set_new(root, "seconds_elapsed", json_real(secs));
+    json_t *streams = json_array();
+    uint64_t total = 0;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        uint64_t rows = 0;
+        json_array_append_new(streams, table_json(e, e->tables[i], secs, &rows));
+        total += rows;
+    }
+    json_object_set_new(root, "rows_written", json_integer((json_int_t)total));
+    json_object_set_new(root, "rows_per_second", json_real(secs > 0 ? (double)total / secs : 0));
+    json_object_set_new(root, "memory_bytes", json_integer((json_int_t)firn_mem_used()));
+    json_object_set_new(root, "acknowledged_lsn", lsn_json(e->state.global_lsn));
+    if (e->wal_lsn) {
+        json_object_set_new(root, "source_wal_lsn", lsn_json(e->wal_lsn));
+        uint64_t lag = e->wal_lsn > e->state.global_lsn && e->state.global_lsn
+                           ? e->wal_lsn - e->state.global_lsn
+                           : 0;
+        json_object_set_new(root, "lag_bytes", json_integer((json_int_t)lag));
+    }
+    json_object_set_new(root, "streams", streams);
+    return root;
+}
+
+/* The stats file's path: "stats.json" in the state file's folder; false without a state file. */
+static bool stats_path(const firn__engine *e, char *out, size_t cap)
+{
+    const char *state = e->cfg->state_path;
+    if (!state)
+        return false;
+    const char *slash = strrchr(state, '/');
+    int n = slash ? snprintf(out, cap, "%.*s/stats.json", (int)(slash - state), state)
+                  : snprintf(out, cap, "stats.json");
+    return n > 0 && (size_t)n < cap;
+}
+
+void firn__stats_write(firn__engine *e, const char *phase, bool force)
+{
+    int64_t now = firn_monotonic_ns();
+    char path[4200];
+    if (!stats_path(e, path, sizeof(path)))
+        return;
+    pthread_mutex_lock(&stats_mu);
+    bool due = force || now - e->stats_ns >= STATS_EVERY_NS;
+    if (due)
+        e->stats_ns = now;
+    pthread_mutex_unlock(&stats_mu);
+    if (!due)
+        return;
+    json_t *root = stats_json(e, phase, now);
+    size_t flags = JSON_INDENT(1) | JSON_PRESERVE_ORDER;
+    size_t n = json_dumpb(root, NULL, 0, flags);
+    char *text = firn_malloc(n + 1);
+    n = json_dumpb(root, text, n, flags);
+    json_decref(root);
+    firn_err err = {0};
+    pthread_mutex_lock(&stats_mu);
+    if (firn__cfg_write_atomic(path, text, n, &err))
+        FIRN_LOG(FIRN_LOG_WARN, "engine", "could not write the stats file: %s", err.msg);
+    pthread_mutex_unlock(&stats_mu);
+    firn_free(text);
+}
