@@ -46,7 +46,7 @@ for ((i = 1; i <= $#; i++)); do
     fi
 done
 extra=()
-[[ $size == smoke ]] || extra+=(--latest)
+[[ $size == small || $size == large ]] && extra+=(--latest)
 
 if [[ ${FIRN_SKIP_SETUP:-} != 1 ]]; then
     bash scripts/setup.sh >/dev/null

@@ -56,11 +56,16 @@ SIZES = {
     "smoke": dict(trips=20_000, fhv_trips=30_000, narrow=30_000, wide=2_000, cdc_full_s=2,
                   cdc_clients=2, live_rate=100, live_s=2, commit_s=1.0, peer_cap_s=60,
                   firn_cap_s=60, datasets=["taxi"]),
+    # The CDC phases of small (same taxi tables and load, 1 s commit interval) without the
+    # narrow and wide backfills: about 3 minutes, for profiling.
+    "cdc": dict(trips=1_000_000, fhv_trips=2_000_000, narrow=10_000, wide=1_000, cdc_full_s=20,
+                cdc_clients=2, live_rate=500, live_s=30, commit_s=1.0, peer_cap_s=120,
+                firn_cap_s=120, datasets=["taxi"]),
     "small": dict(trips=1_000_000, fhv_trips=2_000_000, narrow=3_000_000, wide=100_000,
-                  cdc_full_s=20, cdc_clients=2, live_rate=500, live_s=45, commit_s=2.0,
+                  cdc_full_s=20, cdc_clients=2, live_rate=500, live_s=45, commit_s=1.0,
                   peer_cap_s=150, firn_cap_s=300),
     "large": dict(trips=8_000_000, fhv_trips=32_000_000, narrow=30_000_000, wide=1_000_000,
-                  cdc_full_s=60, cdc_clients=4, live_rate=2000, live_s=120, commit_s=2.0,
+                  cdc_full_s=60, cdc_clients=4, live_rate=2000, live_s=120, commit_s=1.0,
                   peer_cap_s=600, firn_cap_s=1800),
 }
 DATASETS = {"taxi": ["trips", "fhv_trips"], "narrow": ["narrow"], "wide": ["wide"]}
@@ -474,14 +479,37 @@ def commit_files(catalog_db: Path, since_ms: int) -> dict:
             "files_per_commit_max": max(per), "files_total": sum(per)}
 
 
-def live_run(ci, size, maxid, catalog_db: Path, probe_base: int, start_follower) -> dict:
-    """Start the follower, run the fixed-rate mix with probes, wait for the probes to show up,
-    stop the follower. start_follower(stop_event) -> (thread, result holder)."""
+def firn_streaming(ci: dict) -> bool:
+    """Whether firn's replication connection streams (its slot is active; the bench's own slots
+    never are, the peer reads through SQL functions)."""
+    with pg_connect(ci) as c:
+        return c.execute("SELECT count(*) FROM pg_replication_slots WHERE active AND slot_name "
+                         "NOT IN ('bench_raw', 'bench_peer') AND database = %s",
+                         (DB,)).fetchone()[0] > 0
+
+
+def live_run(ci, size, maxid, catalog_db: Path, probe_base: int, start_follower,
+             ready=None) -> dict:
+    """Start the follower, wait until it is ready (ready(): True once it streams; None: a fixed
+    3 s), then run the fixed-rate mix with probes, wait for the probes to show up, stop the
+    follower. The wait keeps the follower's start (process, catalog, key index, replication
+    connection) out of the steady-state latency; it is reported as ready_s.
+    start_follower(stop_event) -> Measured."""
     stop = threading.Event()
     holder: dict = {}
     since_ms = int(time.time() * 1000)
+    t_start = time.monotonic()
     follower = threading.Thread(target=lambda: holder.update(m=start_follower(stop)))
     follower.start()
+    deadline = t_start + 60
+    while follower.is_alive() and time.monotonic() < deadline:
+        if ready is None:
+            if time.monotonic() - t_start >= 3:
+                break
+        elif ready():
+            break
+        time.sleep(0.1)
+    ready_s = round(time.monotonic() - t_start, 2)
     prober = Prober(ci, catalog_db, probe_base)
     threads = [threading.Thread(target=prober.inserter), threading.Thread(target=prober.reader)]
     for t in threads:
@@ -503,6 +531,7 @@ def live_run(ci, size, maxid, catalog_db: Path, probe_base: int, start_follower)
     m: measure.Measured = holder["m"]
     f = m.summary()
     f["load"] = load
+    f["ready_s"] = ready_s
     f["latency"] = prober.latencies()
     f["reader_errors"] = prober.errors[-3:]
     f["files"] = commit_files(catalog_db, since_ms)
@@ -525,7 +554,8 @@ def phase_live(ci, firn_state, wd, size, skip_peer, maxid) -> dict:
     else:
         log(f"live: firn --follow under {size['live_rate']} tps for {size['live_s']}s")
         out["firn"] = live_run(ci, size, maxid, job.catalog_db, PROBE_BASE,
-                               lambda stop: run_firn_sync(job, follow=True, stop_event=stop))
+                               lambda stop: run_firn_sync(job, follow=True, stop_event=stop),
+                               ready=lambda: firn_streaming(ci))
     if skip_peer:
         out["peer"] = {"status": NOT_RUN, "reason": "--skip-peer"}
     else:

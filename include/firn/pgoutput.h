@@ -390,6 +390,8 @@ typedef struct firn_pgo_stats {
     uint64_t txns_aborted;   /* streamed transactions discarded */
     uint64_t spilled_bytes;  /* bytes written to spill files */
     uint64_t flushed_lsn;    /* last flush position reported to the server */
+    uint64_t idle_wal_end;   /* highest WAL end of a keepalive received with no transaction
+                              * open: every transaction committed before it was handed out */
     uint32_t server_version; /* server_version_num */
     uint32_t proto_version;  /* negotiated pgoutput version */
 } firn_pgo_stats;

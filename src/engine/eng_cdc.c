@@ -11,6 +11,7 @@
 #include <string.h>
 
 #define NEXT_TIMEOUT_MS    200
+#define CATCHUP_NEXT_MS    50
 #define CATCHUP_PROBE_MS   300 /* idle time before asking the server how far it decoded */
 #define CATCHUP_GIVE_UP_MS 60000
 
@@ -30,8 +31,9 @@ typedef struct cdc {
     size_t n_rels;
     uint64_t last_end_lsn;    /* end of the last transaction fully read */
     uint64_t flushed_end_lsn; /* end of the last transaction committed everywhere */
-    int64_t last_event_ns;
-    uint64_t target_lsn; /* catch-up run: WAL position at start */
+    int64_t last_event_ns;    /* last message from the server (events and streamed chunks) */
+    uint64_t messages_seen;   /* pgoutput messages received by then */
+    uint64_t target_lsn;      /* catch-up run: WAL position at start */
     bool in_txn;
     uint64_t done_commit_lsn; /* commit LSN of the last transaction fully read */
     uint64_t txn_commit_lsn;
@@ -381,15 +383,17 @@ static firn_rc flush_all(cdc *c, firn_err *err);
 
 /* Backpressure: a transaction larger than the memory budget is committed in parts (its rows
  * become visible before its end; the position stays at the last whole transaction, so a crash
- * replays it and upserts make the replay idempotent). */
+ * replays it and upserts make the replay idempotent). A part is a quarter of the limit: its
+ * flush holds the buffer, a row group of encoded data and the key work beside it, and the
+ * process stays within the limit (tests/interop/test_cdc_big_txn.py). */
 static firn_rc check_memory(cdc *c, firn_err *err)
 {
     uint64_t limit = c->e->cfg->destination.memory_limit_bytes;
-    if (!limit || buffered_bytes(c->e) < limit / 2)
+    if (!limit || buffered_bytes(c->e) < limit / 4)
         return FIRN_OK;
     FIRN_LOG(FIRN_LOG_WARN, "engine",
-             "transaction at %X/%X exceeds half the memory limit (%llu bytes): committing it in "
-             "parts",
+             "transaction at %X/%X exceeds a quarter of the memory limit (%llu bytes): committing "
+             "it in parts",
              (unsigned)(c->txn_commit_lsn >> 32), (unsigned)c->txn_commit_lsn,
              (unsigned long long)limit);
     return flush_all(c, err);
@@ -459,10 +463,13 @@ static firn_rc acknowledge(cdc *c, firn_err *err)
     return firn__engine_save_state(e, err);
 }
 
+/* The interval counts from the start of a flush, so commits come every interval (not every
+ * interval plus the time a flush takes) while flushes are shorter than it. */
 static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
 {
+    const int64_t started = firn_monotonic_ns();
     FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
-    t->flush_ns = firn_monotonic_ns();
+    t->flush_ns = started;
     return FIRN_OK;
 }
 
@@ -480,11 +487,17 @@ static firn_rc flush_all(cdc *c, firn_err *err)
 
 /* t's commit policy (its stream's, which defaults to the destination's; the command line's
  * overrides win): due when it buffers max_bytes or holds rows older than the interval. */
+static int64_t table_interval_ms(const cdc *c, const firn__table *t)
+{
+    const firn_sync_options *o = c->e->opts;
+    return o && o->commit_interval_ms ? o->commit_interval_ms : t->stream->commit.interval_ms;
+}
+
 static bool table_due(const cdc *c, const firn__table *t, int64_t now_ns)
 {
     const firn_sync_options *o = c->e->opts;
     const firn_commit_policy *p = &t->stream->commit;
-    int64_t interval_ms = o && o->commit_interval_ms ? o->commit_interval_ms : p->interval_ms;
+    int64_t interval_ms = table_interval_ms(c, t);
     uint64_t max_bytes = o && o->commit_max_bytes ? o->commit_max_bytes : p->max_bytes;
     if (!t->cdc || firn_batch_rows(t->buf) == 0)
         return false;
@@ -590,6 +603,26 @@ static firn_rc sent_lsn(cdc *c, uint64_t *out, bool *known, firn_err *err)
     return *known ? firn_lsn_parse(text, out, err) : FIRN_OK;
 }
 
+/* How long to wait for the next message: until the first table's commit interval ends when it
+ * buffers rows (a quiet stream then commits on time, not up to NEXT_TIMEOUT_MS late); a
+ * catch-up run looks for its end more often. */
+static int next_timeout_ms(const cdc *c, bool follow)
+{
+    int64_t ms = follow ? NEXT_TIMEOUT_MS : CATCHUP_NEXT_MS;
+    if (c->in_txn)
+        return (int)ms;
+    const int64_t now = firn_monotonic_ns();
+    for (size_t i = 0; i < c->e->n_tables; i++) {
+        const firn__table *t = c->e->tables[i];
+        if (!t->cdc || firn_batch_rows(t->buf) == 0)
+            continue;
+        int64_t left = table_interval_ms(c, t) - (now - t->flush_ns) / 1000000;
+        if (left < ms)
+            ms = left > 1 ? left : 1;
+    }
+    return (int)ms;
+}
+
 /* Catch-up run: is everything up to the WAL position at start read? True once a transaction
  * ending at or past it was read, or once the server has decoded and sent past it and nothing
  * more arrived. When the server does not say how far it has sent, the run ends after
@@ -602,6 +635,21 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
         return FIRN_OK;
     if (c->last_end_lsn >= c->target_lsn) {
         *out = true;
+        return FIRN_OK;
+    }
+    /* Chunks of a streamed transaction count as arrivals although the session holds them until
+     * its Stream Commit: the walsender's sent position runs ahead of what is still in flight,
+     * so a run that took a long stream for idleness would end before its commit. */
+    firn_pgo_stats st;
+    firn_pgo_stream_stats(c->s, &st);
+    if (st.idle_wal_end >= c->target_lsn) {
+        /* The walsender decoded past the target and said so after everything it sent. */
+        *out = true;
+        return FIRN_OK;
+    }
+    if (st.messages != c->messages_seen) {
+        c->messages_seen = st.messages;
+        c->last_event_ns = firn_monotonic_ns();
         return FIRN_OK;
     }
     int64_t idle_ms = (firn_monotonic_ns() - c->last_event_ns) / 1000000;
@@ -684,7 +732,7 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
         }
         stats_tick(e);
         firn_pgo_event ev;
-        rc = firn_pgo_stream_next(s, NEXT_TIMEOUT_MS, &ev, err);
+        rc = firn_pgo_stream_next(s, next_timeout_ms(&c, follow), &ev, err);
         if (rc)
             break;
         if (ev.type != 0) {

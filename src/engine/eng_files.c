@@ -196,8 +196,12 @@ roll_close(void *ctx, uint32_t file_index, firn_pq_file_metrics *metrics, firn_e
     return FIRN_OK;
 }
 
-/* Writes every row of b into files of one partition. */
-static firn_rc write_group(roll_ctx *r, firn_batch *b, firn_err *err)
+/* Rows copied at a time out of a selection: the copy stays small beside the buffer it comes
+ * from (a flush of a large transaction would otherwise hold every row twice). */
+#define SELECTION_CHUNK_ROWS 8192
+
+/* Writes the rows sel[0..n) of b (sel NULL: all) into files of one partition. */
+static firn_rc write_group(roll_ctx *r, firn_batch *b, const uint32_t *sel, size_t n, firn_err *err)
 {
     firn_pq_roll_callbacks cb = {r, roll_open, roll_close};
     firn_pq_roller *roller = NULL;
@@ -205,7 +209,19 @@ static firn_rc write_group(roll_ctx *r, firn_batch *b, firn_err *err)
     firn_uuid_v4(uuid);
     firn_uuid_format(uuid, r->file_id);
     FIRN_TRY(firn_pq_roller_new(r->w->schema, r->w->pq_opts, &cb, &roller, err));
-    firn_rc rc = firn_pq_roller_write(roller, b, err);
+    firn_rc rc = FIRN_OK;
+    if (!sel) {
+        rc = firn_pq_roller_write(roller, b, err);
+    } else {
+        firn_batch *tmp = firn_batch_new(r->w->schema);
+        for (size_t at = 0; rc == FIRN_OK && at < n; at += SELECTION_CHUNK_ROWS) {
+            size_t k = n - at < SELECTION_CHUNK_ROWS ? n - at : SELECTION_CHUNK_ROWS;
+            firn_batch_reset(tmp);
+            firn_batch_append_rows(tmp, b, sel + at, k);
+            rc = firn_pq_roller_write(roller, tmp, err);
+        }
+        firn_batch_free(tmp);
+    }
     if (rc == FIRN_OK)
         rc = firn_pq_roller_close(roller, err);
     firn_pq_roller_free(roller);
@@ -277,20 +293,12 @@ static firn_rc write_selection(roll_ctx *r,
                                firn__rowloc *out_locs,
                                firn_err *err)
 {
-    firn_batch *tmp = NULL;
-    firn_batch *src = b;
-    if (sel) {
-        tmp = firn_batch_new(r->w->schema);
-        firn_batch_append_rows(tmp, b, sel, n);
-        src = tmp;
-    }
     size_t first = *r->n_files;
     firn_rc rc = group_dir(r->w, r->partition, &r->dir, err);
     if (rc == FIRN_OK)
-        rc = write_group(r, src, err);
+        rc = write_group(r, b, sel, n, err);
     if (rc == FIRN_OK && out_locs)
         assign_locations(*r->files, first, *r->n_files, global, n, out_locs);
-    firn_batch_free(tmp);
     return rc;
 }
 
@@ -561,7 +569,7 @@ firn_rc firn__write_position_deletes(const firn__write_ctx *w,
         size_t first = *n_files;
         rc = group_dir(&dw, r.partition, &r.dir, err);
         if (rc == FIRN_OK)
-            rc = write_group(&r, batch, err);
+            rc = write_group(&r, batch, NULL, 0, err);
         if (rc == FIRN_OK) {
             FIRN_ASSERT(*n_files == first + 1);
             firn_data_file *f = &(*files)[first];

@@ -341,6 +341,10 @@ static firn_rc stream_commit(firn__pgo_sess *s, firn_err *err)
     s->txn_commit_time = s->msg.stream_commit.commit_time;
     if (t->file && (fflush(t->file) != 0 || fseeko(t->file, 0, SEEK_SET) != 0))
         return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not rewind spill file");
+    FIRN_LOG(FIRN_LOG_INFO, "pg",
+             "streamed transaction %u committed: %llu bytes of changes, %s; replaying it",
+             (unsigned)t->xid, (unsigned long long)txn_len(t),
+             t->file ? "spilled to a temporary file" : "held in memory");
     return FIRN_OK;
 }
 

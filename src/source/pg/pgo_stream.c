@@ -417,6 +417,7 @@ void firn_pgo_stream_stats(const firn_pgo_stream *s, firn_pgo_stats *out)
     out->txns_aborted = s->sess.txns_aborted;
     out->spilled_bytes = s->sess.spilled_bytes;
     out->flushed_lsn = s->flushed_lsn;
+    out->idle_wal_end = s->idle_wal_end;
     out->server_version = s->server_version;
     out->proto_version = s->proto_version;
 }
