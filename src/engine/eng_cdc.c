@@ -33,6 +33,7 @@ typedef struct cdc {
     uint64_t flushed_end_lsn; /* end of the last transaction committed everywhere */
     int64_t last_event_ns;    /* last message from the server (events and streamed chunks) */
     uint64_t messages_seen;   /* pgoutput messages received by then */
+    bool sent_unknown;        /* the server does not show this role how far it has sent */
     uint64_t target_lsn;      /* catch-up run: WAL position at start */
     bool in_txn;
     uint64_t done_commit_lsn; /* commit LSN of the last transaction fully read */
@@ -642,22 +643,22 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
      * so a run that took a long stream for idleness would end before its commit. */
     firn_pgo_stats st;
     firn_pgo_stream_stats(c->s, &st);
-    if (st.idle_wal_end >= c->target_lsn) {
-        /* The walsender decoded past the target and said so after everything it sent. */
-        *out = true;
-        return FIRN_OK;
-    }
     if (st.messages != c->messages_seen) {
         c->messages_seen = st.messages;
         c->last_event_ns = firn_monotonic_ns();
         return FIRN_OK;
     }
+    /* A keepalive past the target came after everything the walsender sent: no need to wait
+     * CATCHUP_PROBE_MS before asking, for a role the server tells (the others keep waiting
+     * initial_wait_seconds, as documented). */
+    bool keepalive_past = st.idle_wal_end >= c->target_lsn && !c->sent_unknown;
     int64_t idle_ms = (firn_monotonic_ns() - c->last_event_ns) / 1000000;
-    if (idle_ms < CATCHUP_PROBE_MS)
+    if (idle_ms < CATCHUP_PROBE_MS && !keepalive_past)
         return FIRN_OK;
     uint64_t sent = 0;
     bool known = false;
     FIRN_TRY(sent_lsn(c, &sent, &known, err));
+    c->sent_unknown = !known;
     int64_t wait_ms = c->e->cfg->source.initial_wait_ms;
     if (known && sent >= c->target_lsn) {
         *out = true;
