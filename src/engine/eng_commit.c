@@ -54,6 +54,7 @@ typedef struct commit_req {
     size_t n_removed;
     const char *const *required; /* data files the deletes refer to, checked live */
     size_t n_required;
+    bool rewrite; /* not bound to the key index: retried on any parent */
 } commit_req;
 
 /* One attempt: manifests and list on the current metadata, then the catalog's
@@ -245,6 +246,25 @@ static firn_rc commit_upsert_req(firn__table *t, commit_req q, uint64_t lsn, fir
     return commit_req_run(t, q, lsn, err);
 }
 
+firn_rc firn__table_commit_rewrite(firn__table *t,
+                                   const firn_data_file *deletes,
+                                   size_t n_deletes,
+                                   const firn_dv_replace *replaces,
+                                   size_t n_replaces,
+                                   const char *const *removed,
+                                   size_t n_removed,
+                                   firn_err *err)
+{
+    commit_req q = {.deletes = deletes,
+                    .n_deletes = n_deletes,
+                    .replaces = replaces,
+                    .n_replaces = n_replaces,
+                    .removed = removed,
+                    .n_removed = n_removed,
+                    .rewrite = true};
+    return commit_req_run(t, q, 0, err);
+}
+
 /* Runs q with the summary keys of every firn commit, retrying as firn__table_commit says. */
 static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_err *err)
 {
@@ -266,7 +286,7 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;
-    q.index_bound = t->upsert && !t->eqdel && !q.truncate;
+    q.index_bound = t->upsert && !t->eqdel && !q.truncate && !q.rewrite;
     firn__fault_point("after-upload");
     firn_rc rc = commit_retry(t, &q, commit_id, err);
     if (rc == FIRN_OK)

@@ -696,9 +696,33 @@ static firn_rc live_files(firn__table *t, firn_manifest ***out, size_t *out_n, f
     return FIRN_OK;
 }
 
+static void dead_of(void *ctx, const char *path, firn__eqconv_dead *out)
+{
+    dead_rows *d = dead_for(ctx, path, false);
+    out->rows = d ? d->rows : NULL;
+    out->dv_path = d ? d->dv_path : NULL;
+    out->dv_offset = d ? d->dv_offset : 0;
+}
+
+/* A table written in equality-delete mode, now opened with the key index: its equality deletes
+ * become position deletes or DVs in one commit (the index cannot take equality deletes). */
+static firn_rc convert_equality_deletes(
+    firn__table *t, firn_manifest **ms, size_t n, dead_set *dead, firn_err *err)
+{
+    FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\" has equality deletes: converting them into %s",
+             t->display, t->dv ? "deletion vectors" : "position deletes");
+    firn__eqconv c;
+    FIRN_TRY(firn__eqconv_resolve(t, ms, n, &c, err));
+    firn_rc rc = firn__eqconv_commit(t, &c, dead_of, dead, err);
+    firn__eqconv_free(&c);
+    if (rc)
+        firn_err_context(err, "while converting the equality deletes of table \"%s\"", t->display);
+    return rc;
+}
+
 /* Reads deletes (position files, DVs) and then indexes (or, for a loaded index, places) every
  * live data file. */
-static firn_rc rebuild_once(firn__table *t, firn_err *err)
+static firn_rc rebuild_once(firn__table *t, bool *out_converted, firn_err *err)
 {
     firn_manifest **ms = NULL;
     size_t n = 0;
@@ -706,7 +730,9 @@ static firn_rc rebuild_once(firn__table *t, firn_err *err)
     dead_set dead = {0};
     firn_rc rc = FIRN_OK;
     int64_t t0 = firn_monotonic_ns();
-    bool loaded = t->index_loaded;
+    bool loaded = t->index_loaded, has_eq = false;
+    size_t n_index = n; /* manifests whose data files are indexed */
+    *out_converted = false;
     /* Position deletes and DVs first, so dead rows are skipped while the data files are indexed. */
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
@@ -714,9 +740,7 @@ static firn_rc rebuild_once(firn__table *t, firn_err *err)
             if (en->status == FIRN_ENTRY_DELETED)
                 continue;
             if (en->file.content == FIRN_CONTENT_EQUALITY_DELETES)
-                rc = firn_err_set(err, FIRN_ERR_UNSUPPORTED,
-                                  "table \"%s\" has equality deletes; firn cannot index it",
-                                  t->display);
+                has_eq = true;
             else if (firn_data_file_is_dv(&en->file))
                 rc = load_dv(t, &en->file, &dead, err);
             else if (en->file.content == FIRN_CONTENT_POSITION_DELETES)
@@ -724,9 +748,14 @@ static firn_rc rebuild_once(firn__table *t, firn_err *err)
         }
     }
     dead_sort(&dead);
+    if (rc == FIRN_OK && has_eq) {
+        rc = convert_equality_deletes(t, ms, n, &dead, err);
+        *out_converted = rc == FIRN_OK; /* the caller indexes the new snapshot */
+        n_index = 0;
+    }
     if (rc == FIRN_OK && !loaded)
         rc = firn__pkindex_bulk(t->index, true, err);
-    for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
+    for (size_t i = 0; i < n_index && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
             const firn_manifest_entry *en = &ms[i]->entries[e];
             if (en->status == FIRN_ENTRY_DELETED || en->file.content != FIRN_CONTENT_DATA)
@@ -738,9 +767,9 @@ static firn_rc rebuild_once(firn__table *t, firn_err *err)
     }
     if (rc == FIRN_OK && !loaded)
         rc = firn__pkindex_bulk(t->index, false, err);
-    if (rc == FIRN_OK)
+    if (rc == FIRN_OK && !*out_converted)
         track_delfiles(t, &dead);
-    if (rc == FIRN_OK && n > 0)
+    if (rc == FIRN_OK && n_index > 0)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": key index %s: %zu keys, %zu files, %.1f s",
                  t->display, loaded ? "read from local disk" : "loaded",
                  firn__pkindex_count(t->index), t->n_files,
@@ -754,8 +783,16 @@ static firn_rc rebuild_once(firn__table *t, firn_err *err)
 
 firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
 {
-    bool loaded = t->index_loaded;
-    firn_rc rc = rebuild_once(t, err);
+    bool loaded = t->index_loaded, converted = false;
+    firn_rc rc = rebuild_once(t, &converted, err);
+    if (rc == FIRN_OK && converted) {
+        /* Equality deletes became position deletes or DVs: index the new snapshot. */
+        if (loaded)
+            firn__table_index_loaded_done(t);
+        firn__table_reset_index(t);
+        loaded = false;
+        rc = rebuild_once(t, &converted, err);
+    }
     if (loaded) {
         firn__table_index_loaded_done(t);
         if (rc == FIRN_ERR_NOT_FOUND) {
@@ -764,7 +801,7 @@ firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err)
                      t->display, err ? err->msg : firn_rc_message(rc));
             firn_err_clear(err);
             firn__table_reset_index(t);
-            rc = rebuild_once(t, err);
+            rc = rebuild_once(t, &converted, err);
         }
     }
     if (rc == FIRN_OK)

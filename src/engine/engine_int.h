@@ -503,6 +503,53 @@ FIRN_MUST_CHECK firn_rc firn__eqdel_flush(firn__table *t,
                                           const firn_summary *extra,
                                           firn_err *err);
 
+/* ---- converting equality deletes (eng_eqconv.c) ---------------------------------------------- */
+
+/** The rows a table's live equality deletes delete: per data file (borrowed entries of the
+ * manifests given to firn__eqconv_resolve), and the equality-delete files themselves. */
+typedef struct firn__eqconv {
+    size_t n_files;
+    const firn_data_file **files;
+    firn_bitmap64 **rows; /* owned */
+    size_t n_eq_files;
+    const firn_data_file **eq_files;
+    int64_t eq_records;
+} firn__eqconv;
+
+/** What a data file already has deleted (DV and position deletes) and its live DV. */
+typedef struct firn__eqconv_dead {
+    const firn_bitmap64 *rows; /* NULL: nothing */
+    const char *dv_path;       /* NULL: no DV */
+    int64_t dv_offset;
+} firn__eqconv_dead;
+typedef void (*firn__eqconv_dead_fn)(void *ctx, const char *data_path, firn__eqconv_dead *out);
+
+/** Resolves every live equality-delete file of ms[0..n) (live manifests of the current
+ * snapshot) against the live data files it applies to (lower data sequence number; its
+ * partition, or all for an unpartitioned delete file: format/spec.md "Scan Planning"), reading
+ * only the equality columns. Free out with firn__eqconv_free. Errors from FileIO and Parquet;
+ * FIRN_ERR_UNSUPPORTED for equality ids that are not top-level columns. */
+FIRN_MUST_CHECK firn_rc firn__eqconv_resolve(
+    firn__table *t, firn_manifest **ms, size_t n, firn__eqconv *out, firn_err *err);
+/** Commits c: position deletes (v2, one file per partition) or DVs merged with each data file's
+ * current one (v3, one Puffin file), and removes the equality-delete files, in one snapshot.
+ * dead_of tells what each data file already has deleted. */
+FIRN_MUST_CHECK firn_rc firn__eqconv_commit(
+    firn__table *t, const firn__eqconv *c, firn__eqconv_dead_fn dead_of, void *dctx, firn_err *err);
+/** Frees what c owns. */
+void firn__eqconv_free(firn__eqconv *c);
+/** Commits added delete files (position deletes or DVs replacing replaces[]) and removes the
+ * live files removed[0..n_removed), keeping firn.lsn; retries on conflicts on the new parent
+ * (FIRN_ERR_NOT_FOUND when a removed file is gone). As firn__table_commit otherwise. */
+FIRN_MUST_CHECK firn_rc firn__table_commit_rewrite(firn__table *t,
+                                                   const firn_data_file *deletes,
+                                                   size_t n_deletes,
+                                                   const firn_dv_replace *replaces,
+                                                   size_t n_replaces,
+                                                   const char *const *removed,
+                                                   size_t n_removed,
+                                                   firn_err *err);
+
 /* ---- deletion vectors (format v3 tables, eng_dv.c) ------------------------------------------ */
 
 /** Frees the DV states of t's file ordinals [0, n) and the array. */

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from firnsync import entries_by_snapshot, snapshot_chain, summary_of
-from sparkutil import delete_file_contents, duckdb_rows, pyiceberg_rows, uri_to_path
+from sparkutil import canon_rows, delete_file_contents, duckdb_rows, pyiceberg_rows, uri_to_path
 
 COLS = ["id", "v", "n"]
 EQ = {"delete_mode": "equality", "metadata_columns": False}
@@ -146,6 +146,55 @@ def test_equality_delete_mode_duckdb(firn_job, readers):
         assert len(snapshot_chain(tbl)) == rnd
     # only equality deletes, never a position delete or a DV
     assert all(c == 2 for c, _ids in delete_file_contents(loc, items))
+    check_conversion(job, "items", "deletion_vector")
+
+
+def check_conversion(job, src, mode, spark=None):
+    """Switching the destination to `mode` converts the equality deletes of `items` into DVs
+    (v3) or position deletes (v2) in one commit before the run's changes: afterwards no
+    equality-delete file is live, the conversion snapshot holds exactly the rows of the one
+    before it, and every reader, pyiceberg included, returns the source rows."""
+    loc, items = job.loc, job.table(src)
+    before = rows_before(loc, items, spark)
+    n_eq = sum(1 for c, _ids in delete_file_contents(loc, items) if c == 2)
+    job.destination_extra = {k: v for k, v in job.destination_extra.items()
+                             if k != "delete_mode"}
+    job.destination_extra["delete_mode"] = mode
+    job.streams = [s for s in job.streams if s["stream_name"] == src]
+    job.sql(f"UPDATE {src} SET v = 'after' WHERE id IN (1, 2, 50, 7001)",
+            f"DELETE FROM {src} WHERE id IN (3, 10, 8001)",
+            f"INSERT INTO {src} VALUES (9000, 'n', 9)")
+    job.sync()
+    log = (job.workdir / f"sync-{job.runs}.log").read_text()
+    assert f"converted {n_eq} equality-delete files" in log, log[-3000:]
+    tbl = loc.pyiceberg().load_table(items)
+    chain = snapshot_chain(tbl)
+    conv = chain[-2]
+    s = summary_of(conv)
+    assert int(s["removed-equality-delete-files"]) == n_eq, s
+    assert "added-data-files" not in s, s
+    got = canon_rows(tbl.scan(snapshot_id=conv.snapshot_id,
+                              selected_fields=tuple(COLS)).to_arrow().to_pylist())
+    assert got == before, "the conversion changed the rows"
+    contents = {c for c, _ids in delete_file_contents(loc, items)}
+    assert contents == {1}, contents
+    want = job.source_rows(f"SELECT id, v, n FROM {src}")
+    assert pyiceberg_rows(loc, items, COLS) == want
+    assert duckdb_rows(loc, items, COLS) == want
+    if spark is not None:
+        assert spark.rows(loc, items, COLS) == want
+    job.sql(f"DELETE FROM {src} WHERE id IN (4, 5)", f"UPDATE {src} SET n = 0 WHERE id = 9000")
+    job.sync()  # the key index is at work on the converted table
+    want = job.source_rows(f"SELECT id, v, n FROM {src}")
+    assert pyiceberg_rows(loc, items, COLS) == want
+
+
+def rows_before(loc, table, spark):
+    """The rows of table before the conversion (equality deletes applied): Spark when given,
+    else DuckDB."""
+    if spark is not None:
+        return spark.rows(loc, table, COLS)
+    return duckdb_rows(loc, table, COLS)
 
 
 def test_equality_delete_mode_spark(firn_job, spark):
@@ -178,3 +227,4 @@ def test_equality_delete_mode_spark(firn_job, spark):
     for f in eq:
         ids = pq.read_table(uri_to_path(f["file_path"])).column("id").to_pylist()
         assert {bucket(i) for i in ids} == {f["partition"]["id_bucket"]}, (f["file_path"], ids)
+    check_conversion(job, "parts", "position", spark)
