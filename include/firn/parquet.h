@@ -30,11 +30,12 @@ typedef struct firn_pq_kv {
 /** Writer settings. Fill with firn_pq_options_init, then change what you need. Sizes are bytes of
  * encoded (compressed) data as the writer estimates them while buffering. */
 typedef struct firn_pq_options {
-    firn_pq_codec codec;    /* default FIRN_PQ_ZSTD */
-    int compression_level;  /* zstd 1..22 (default 3), gzip 1..9 (default 6); 0 = default */
-    size_t page_bytes;      /* data page target, default 1 MiB */
-    size_t page_rows;       /* most level entries (rows for flat columns) per page, 20000 */
-    size_t dict_bytes;      /* dictionary size after which a chunk falls back to PLAIN, 2 MiB */
+    firn_pq_codec codec;   /* default FIRN_PQ_ZSTD */
+    int compression_level; /* zstd 1..22 (default 1, as pyarrow), gzip 1..9 (default 6); 0 = default
+                            */
+    size_t page_bytes;     /* data page target, default 1 MiB */
+    size_t page_rows;      /* most level entries (rows for flat columns) per page, 20000 */
+    size_t dict_bytes;     /* dictionary size after which a chunk falls back to PLAIN, 2 MiB */
     size_t row_group_bytes; /* row group target, default 128 MiB */
     size_t file_bytes;      /* roller only: file size at which a new file starts, 512 MiB */
     const firn_pq_kv *kv;   /* footer key_value_metadata (e.g. "iceberg.schema"), borrowed */

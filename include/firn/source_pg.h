@@ -307,16 +307,29 @@ FIRN_MUST_CHECK firn_rc firn_pg_snapshot_export(firn_pg_conn *c,
                                                 firn_err *err);
 
 /** One chunk of a table's backfill: a block range of one leaf relation, read with a TID range
- * scan (`ctid >= '(start,0)' AND ctid < '(end,0)'`; end_block UINT32_MAX = open end). On servers
- * before PostgreSQL 14 every leaf is one chunk. */
+ * scan (`ctid >= '(start,0)' AND ctid < '(end,0)'`; end_block UINT32_MAX = open end), or with
+ * key_range a range of its integer primary key (`key >= key_lo AND key < key_hi`; INT64_MIN and
+ * INT64_MAX = no bound). */
 typedef struct firn_pg_chunk {
     uint32_t id;          /* 0..n-1, unique in the plan */
     firn_pg_table *table; /* borrowed from the catalog */
     size_t leaf;          /* index into table->leaves */
     uint32_t start_block;
     uint32_t end_block; /* exclusive; UINT32_MAX = to the end of the relation */
+    bool key_range;     /* a primary-key range: key_lo/key_hi, not the block range */
+    int64_t key_lo;     /* inclusive; INT64_MIN = no lower bound */
+    int64_t key_hi;     /* exclusive; INT64_MAX = no upper bound */
     bool done;
 } firn_pg_chunk;
+
+/** How tables are split into chunks. */
+typedef enum firn_pg_chunking {
+    FIRN_PG_CHUNK_AUTO = 0, /* CTID block ranges on PostgreSQL >= 14; before that primary-key
+                             * ranges where the key is one integer column, else one chunk */
+    FIRN_PG_CHUNK_CTID,     /* CTID block ranges (one chunk per leaf before PostgreSQL 14) */
+    FIRN_PG_CHUNK_KEY,      /* primary-key ranges where the key is one integer column (int2,
+                             * int4, int8), CTID ranges for other tables */
+} firn_pg_chunking;
 
 typedef struct firn_pg_plan firn_pg_plan;
 
@@ -330,6 +343,16 @@ FIRN_MUST_CHECK firn_rc firn_pg_backfill_plan(firn_pg_conn *c,
                                               size_t chunk_bytes,
                                               firn_pg_plan **out,
                                               firn_err *err);
+/** firn_pg_backfill_plan with a chunking choice. Key ranges split [min, max] of the key
+ * (measured on c, outside the snapshot: the first range has no lower and the last no upper
+ * bound, so keys outside it are still read) into about size / chunk_bytes equal ranges. */
+FIRN_MUST_CHECK firn_rc firn_pg_backfill_plan_chunked(firn_pg_conn *c,
+                                                      firn_pg_table *const *tables,
+                                                      size_t n_tables,
+                                                      size_t chunk_bytes,
+                                                      firn_pg_chunking chunking,
+                                                      firn_pg_plan **out,
+                                                      firn_err *err);
 /** Frees the plan (NULL accepted). */
 void firn_pg_plan_free(firn_pg_plan *p);
 /** Number of chunks. */

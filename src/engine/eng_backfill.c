@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The initial copy: chunks of every table read in parallel inside one exported snapshot,
- * encoded to Parquet by the worker that read them (so encoding runs in parallel), and committed
- * once per table at the end with the backfill marker. A chunk that is retried drops the files it
- * had written; a crash before the commit leaves only unreferenced files, and the next run starts
- * that table's copy again (README "Operations"). */
+ * encoded to Parquet by the worker that read them (so encoding runs in parallel). Finished
+ * chunks are committed every commit interval with firn.backfill=partial and the block ranges
+ * done so far (firn.backfill-chunks); the last commit carries firn.backfill=done. A chunk that is
+ * retried drops the files it had written. After a crash the exported snapshot is gone: a keyed
+ * table whose slot is kept copies only its missing chunks, as upserts in a new snapshot, and the
+ * slot's changes since the committed chunks' snapshot are applied over them; any other table
+ * copies again from the start, replacing what was committed (docs/internals/backfill.md). */
 #include "engine_int.h"
 
 #include <string.h>
@@ -20,6 +23,21 @@ typedef struct chunk_out {
     size_t cap_rows;
 } chunk_out;
 
+/* One table being copied. The write context is copied from the table before the run:
+ * chunk commits replace t->cat while other workers still write files. */
+typedef struct bf_table {
+    firn__table *t;
+    char *data_dir;            /* "<table location>/data" */
+    firn_partition_spec *spec; /* the table's spec */
+    bool streamed;             /* unpartitioned: one data-file stream per chunk */
+    bool resume;               /* the rest of an unfinished copy: rows go through t->buf */
+    bool chunk_commits;        /* finished chunks are committed as they come (keyed CDC tables
+                                * in their first copy): a crash keeps them */
+    bool replaced;             /* a commit of this run replaced the table's earlier rows */
+    firn_buf done;             /* FIRN_SUMMARY_BACKFILL_CHUNKS so far */
+    int64_t last_commit_ns;
+} bf_table;
+
 typedef struct bf_ctx {
     firn__engine *e;
     pthread_mutex_t mu; /* guards open and the progress clock */
@@ -27,6 +45,12 @@ typedef struct bf_ctx {
     size_t n_open;
     int64_t start_ns;
     int64_t last_report_ns;
+    bf_table *tabs;
+    size_t n_tabs;
+    bool *chunk_done;          /* per plan chunk: finished in this run */
+    pthread_mutex_t commit_mu; /* chunk commits, resumed tables' buffers, the state copy */
+    uint64_t lsn_after;
+    int64_t interval_ns; /* chunk commits at most this often */
 } bf_ctx;
 
 #define PROGRESS_EVERY_NS (5 * 1000000000LL)
@@ -43,7 +67,9 @@ static void maybe_report(bf_ctx *c)
     pthread_mutex_unlock(&c->mu);
     if (!due)
         return;
+    pthread_mutex_lock(&c->commit_mu); /* chunk commits change the tables and the state copy */
     firn__stats_write(c->e, "backfill", true);
+    pthread_mutex_unlock(&c->commit_mu);
     double secs = (double)(now - c->start_ns) / 1e9;
     for (size_t i = 0; i < c->e->n_tables; i++) {
         firn__table *t = c->e->tables[i];
@@ -66,11 +92,11 @@ static void maybe_report(bf_ctx *c)
     }
 }
 
-static firn__table *table_of(firn__engine *e, const firn_pg_table *pg)
+static bf_table *table_of(bf_ctx *c, const firn_pg_table *pg)
 {
-    for (size_t i = 0; i < e->n_tables; i++) {
-        if (e->tables[i]->pg == pg)
-            return e->tables[i];
+    for (size_t i = 0; i < c->n_tabs; i++) {
+        if (c->tabs[i].t->pg == pg)
+            return &c->tabs[i];
     }
     return NULL;
 }
@@ -119,25 +145,18 @@ static firn_rc adopt_files(firn__table *t,
     return rc;
 }
 
-static bool streamed(const firn__table *t)
+static firn__write_ctx backfill_write_ctx(const bf_table *bt)
 {
-    return firn_table_metadata_spec(t->cat.metadata)->n_fields == 0;
-}
-
-static firn__write_ctx backfill_write_ctx(firn__table *t, char *dir, size_t cap)
-{
-    snprintf(dir, cap, "%s/data", t->cat.metadata->location);
-    firn__write_ctx w = {t->eng->io, dir, t->schema, firn_table_metadata_spec(t->cat.metadata),
-                         &t->eng->pq};
+    firn__write_ctx w = {bt->t->eng->io, bt->data_dir, bt->t->schema, bt->spec, &bt->t->eng->pq};
     return w;
 }
 
 /* Partitioned tables: each batch becomes its own files, split by partition. */
 static firn_rc
-write_batch_files(firn__table *t, const firn_pg_chunk *chunk, firn_batch *batch, firn_err *err)
+write_batch_files(bf_table *bt, const firn_pg_chunk *chunk, firn_batch *batch, firn_err *err)
 {
-    char data_dir[4096];
-    firn__write_ctx w = backfill_write_ctx(t, data_dir, sizeof(data_dir));
+    firn__table *t = bt->t;
+    firn__write_ctx w = backfill_write_ctx(bt);
     firn_data_file *files = NULL;
     size_t n_files = 0;
     size_t rows = firn_batch_rows(batch);
@@ -183,13 +202,12 @@ static void chunk_out_free(chunk_out *o)
 }
 
 static firn_rc
-chunk_start(bf_ctx *c, firn__table *t, uint32_t chunk_id, chunk_out **out, firn_err *err)
+chunk_start(bf_ctx *c, bf_table *bt, uint32_t chunk_id, chunk_out **out, firn_err *err)
 {
-    char data_dir[4096];
-    firn__write_ctx w = backfill_write_ctx(t, data_dir, sizeof(data_dir));
+    firn__write_ctx w = backfill_write_ctx(bt);
     chunk_out *o = firn_calloc(1, sizeof(*o));
     o->chunk_id = chunk_id;
-    o->t = t;
+    o->t = bt->t;
     firn_buf_init(&o->keys, (size_t)1 << 34);
     firn_rc rc = firn__stream_open(&w, &o->stream, err);
     if (rc) {
@@ -222,16 +240,43 @@ static firn_rc keep_keys(chunk_out *o, firn_batch *b, firn_err *err)
     return FIRN_OK;
 }
 
+static firn_rc commit_partial(bf_ctx *c, bf_table *bt, firn_err *err);
+
+/* A resumed table: its rows may already be in the table (a committed chunk, or a row that moved
+ * since), so they go through the table's buffer and are folded by key like changes. */
+static firn_rc resume_batch(bf_ctx *c, bf_table *bt, firn_batch *batch, firn_err *err)
+{
+    firn__table *t = bt->t;
+    size_t rows = firn_batch_rows(batch);
+    uint32_t *idx = firn_calloc(rows ? rows : 1, sizeof(uint32_t));
+    for (size_t r = 0; r < rows; r++)
+        idx[r] = (uint32_t)r;
+    firn_rc rc = FIRN_OK;
+    pthread_mutex_lock(&c->commit_mu);
+    firn_batch_append_rows(t->buf, batch, idx, rows); /* counted in rows_written by the flush */
+    if (firn_batch_bytes(t->buf) >= t->eng->cfg->destination.commit.max_bytes)
+        rc = commit_partial(c, bt, err);
+    pthread_mutex_unlock(&c->commit_mu);
+    firn_free(idx);
+    return rc;
+}
+
 static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch, firn_err *err)
 {
     bf_ctx *c = ctx;
-    firn__table *t = table_of(c->e, chunk->table);
-    FIRN_ASSERT(t != NULL);
-    if (!streamed(t))
-        return write_batch_files(t, chunk, batch, err);
+    bf_table *bt = table_of(c, chunk->table);
+    FIRN_ASSERT(bt != NULL);
+    firn__table *t = bt->t;
+    if (bt->resume) {
+        FIRN_TRY(resume_batch(c, bt, batch, err));
+        maybe_report(c);
+        return FIRN_OK;
+    }
+    if (!bt->streamed)
+        return write_batch_files(bt, chunk, batch, err);
     chunk_out *o = chunk_find(c, chunk->id, false);
     if (!o)
-        FIRN_TRY(chunk_start(c, t, chunk->id, &o, err));
+        FIRN_TRY(chunk_start(c, bt, chunk->id, &o, err));
     FIRN_TRY(firn__stream_write(o->stream, batch, err));
     if (t->index)
         FIRN_TRY(keep_keys(o, batch, err));
@@ -243,9 +288,8 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
 }
 
 /* The chunk is complete: its files join the table's pending files, its keys the index. */
-static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *err)
+static firn_rc close_chunk(bf_ctx *c, const firn_pg_chunk *chunk, firn_err *err)
 {
-    bf_ctx *c = ctx;
     chunk_out *o = chunk_find(c, chunk->id, true);
     if (!o)
         return FIRN_OK; /* an empty chunk, or a partitioned table */
@@ -283,14 +327,96 @@ static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *er
     return rc;
 }
 
+/* Appends "<leaf oid>:<first>-<end>" of chunk to a FIRN_SUMMARY_BACKFILL_CHUNKS list. */
+static void add_range(firn_buf *done, const firn_pg_chunk *chunk)
+{
+    firn_rc_ignore(firn_buf_appendf(done, "%s%u:%u-%u", done->len ? "," : "",
+                                    chunk->table->leaves[chunk->leaf].oid, chunk->start_block,
+                                    chunk->end_block));
+}
+
+/* Pending files of chunks finished in this run leave t->pending into *out (sort order reset). */
+static void take_done_files(bf_ctx *c, firn__table *t, firn_data_file **out, size_t *n_out)
+{
+    pthread_mutex_lock(&t->mu);
+    *out = firn_calloc(t->n_pending ? t->n_pending : 1, sizeof(**out));
+    *n_out = 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < t->n_pending; i++) {
+        if (c->chunk_done[t->pending[i].sort_order_id]) {
+            (*out)[*n_out] = t->pending[i];
+            (*out)[(*n_out)++].sort_order_id = 0;
+        } else {
+            t->pending[keep++] = t->pending[i];
+        }
+    }
+    t->n_pending = keep;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Commits what the finished chunks of bt wrote, with firn.backfill=partial and the block ranges
+ * done so far (the first commit of a fresh copy replaces the table's earlier rows). Caller holds
+ * commit_mu. */
+static firn_rc commit_partial(bf_ctx *c, bf_table *bt, firn_err *err)
+{
+    firn__table *t = bt->t;
+    firn_summary extra;
+    firn_summary_init(&extra);
+    firn_summary_set(&extra, FIRN_SUMMARY_BACKFILL, "partial");
+    firn_summary_set(&extra, FIRN_SUMMARY_BACKFILL_CHUNKS, (const char *)bt->done.data);
+    firn_rc rc = FIRN_OK;
+    bool committed = false;
+    if (bt->resume) {
+        committed = firn_batch_rows(t->buf) > 0;
+        if (committed)
+            rc = firn__table_flush_extra(t, 0, &extra, err);
+    } else {
+        firn_data_file *files = NULL;
+        size_t n = 0;
+        take_done_files(c, t, &files, &n);
+        committed = n > 0; /* chunks without rows wait for the next commit's list */
+        if (committed)
+            rc = firn__table_commit(t, files, n, NULL, 0, !bt->replaced, c->lsn_after, &extra, err);
+        for (size_t i = 0; i < n; i++)
+            firn_data_file_deinit(&files[i]);
+        firn_free(files);
+    }
+    firn_summary_deinit(&extra);
+    if (rc || !committed)
+        return rc;
+    bt->replaced = true;
+    bt->last_commit_ns = firn_monotonic_ns();
+    firn__engine_note_commit(t->eng, t);
+    firn__fault_point("backfill-chunk");
+    return FIRN_OK;
+}
+
+static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *err)
+{
+    bf_ctx *c = ctx;
+    FIRN_TRY(close_chunk(c, chunk, err));
+    bf_table *bt = table_of(c, chunk->table);
+    firn_rc rc = FIRN_OK;
+    pthread_mutex_lock(&c->commit_mu);
+    c->chunk_done[chunk->id] = true;
+    add_range(&bt->done, chunk);
+    if (bt->chunk_commits && firn_monotonic_ns() - bt->last_commit_ns >= c->interval_ns)
+        rc = commit_partial(c, bt, err);
+    pthread_mutex_unlock(&c->commit_mu);
+    return rc;
+}
+
 /* A chunk is read again from its start: forget the files it wrote; the index is rebuilt from
  * the committed files afterwards. */
 static firn_rc on_chunk_retry(void *ctx, const firn_pg_chunk *chunk, firn_err *err)
 {
     (void)err;
     bf_ctx *c = ctx;
-    firn__table *t = table_of(c->e, chunk->table);
+    bf_table *bt = table_of(c, chunk->table);
+    firn__table *t = bt->t;
     chunk_out_free(chunk_find(c, chunk->id, true));
+    if (bt->resume)
+        return FIRN_OK; /* rows read twice fold by key */
     pthread_mutex_lock(&t->mu);
     size_t keep = 0;
     for (size_t i = 0; i < t->n_pending; i++) {
@@ -314,8 +440,48 @@ static firn_rc reset_index(firn__table *t, firn_err *err)
     return firn__table_rebuild_index(t, err);
 }
 
-static firn_rc commit_backfill(firn__table *t, uint64_t lsn_after, firn_err *err)
+/* The backfill marker as a table property, for a copy without a snapshot to carry it: an empty
+ * source table, or a resumed copy whose last chunks held no rows (eng_table.c read_progress
+ * takes the property before any snapshot's marker). */
+static firn_rc mark_done(firn__table *t, uint64_t lsn_after, firn_err *err)
 {
+    firn_table_changes ch;
+    firn_table_changes_init(&ch);
+    firn_table_changes_require_uuid(&ch, t->cat.metadata->table_uuid);
+    firn_table_changes_set_property(&ch, FIRN_SUMMARY_BACKFILL, "done");
+    firn_catalog_table next = {0};
+    firn_rc rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &next, err);
+    if (rc == FIRN_OK) {
+        firn_catalog_table_deinit(&t->cat);
+        t->cat = next;
+        if (lsn_after)
+            t->committed_lsn = lsn_after;
+    }
+    firn_table_changes_deinit(&ch);
+    return rc;
+}
+
+/* The end of a resumed copy: what is buffered and the marker. */
+static firn_rc commit_resumed(firn__table *t, firn_err *err)
+{
+    firn_summary extra;
+    firn_summary_init(&extra);
+    firn_summary_set(&extra, FIRN_SUMMARY_BACKFILL, "done");
+    firn_rc rc;
+    if (firn_batch_rows(t->buf) > 0) {
+        rc = firn__table_flush_extra(t, 0, &extra, err);
+    } else {
+        rc = mark_done(t, 0, err);
+    }
+    firn_summary_deinit(&extra);
+    return rc;
+}
+
+/* The end of a fresh copy: the rest of its files and the marker (replacing the table's earlier
+ * rows when no chunk commit did). */
+static firn_rc commit_fresh(bf_table *bt, uint64_t lsn_after, firn_err *err)
+{
+    firn__table *t = bt->t;
     if (t->upsert && t->index)
         FIRN_TRY(firn__pkindex_bulk(t->index, false, err)); /* one run for the whole copy */
     for (size_t i = 0; i < t->n_pending; i++)
@@ -326,100 +492,207 @@ static firn_rc commit_backfill(firn__table *t, uint64_t lsn_after, firn_err *err
     bool has_parent = firn_table_metadata_current_snapshot(t->cat.metadata) != NULL;
     firn_rc rc = FIRN_OK;
     if (t->n_pending > 0 || has_parent)
-        rc = firn__table_commit(t, t->pending, t->n_pending, NULL, 0, true, lsn_after, &extra, err);
+        rc = firn__table_commit(t, t->pending, t->n_pending, NULL, 0, !bt->replaced, lsn_after,
+                                &extra, err);
     if (rc == FIRN_ERR_INVALID && t->n_pending == 0)
         rc = FIRN_OK; /* an empty table replacing an empty table: nothing to commit */
-    if (rc == FIRN_OK && t->n_pending == 0 && !has_parent) {
-        /* No snapshot to carry the marker: an empty source table. */
-        firn_table_changes ch;
-        firn_table_changes_init(&ch);
-        firn_table_changes_require_uuid(&ch, t->cat.metadata->table_uuid);
-        firn_table_changes_set_property(&ch, FIRN_SUMMARY_BACKFILL, "done");
-        firn_catalog_table next = {0};
-        rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &next, err);
-        if (rc == FIRN_OK) {
-            firn_catalog_table_deinit(&t->cat);
-            t->cat = next;
-            if (lsn_after)
-                t->committed_lsn = lsn_after;
-        }
-        firn_table_changes_deinit(&ch);
-    }
+    if (rc == FIRN_OK && t->n_pending == 0 && !has_parent)
+        rc = mark_done(t, lsn_after, err); /* no snapshot to carry the marker: an empty table */
     firn_summary_deinit(&extra);
     for (size_t i = 0; i < t->n_pending; i++)
         firn_data_file_deinit(&t->pending[i]);
     t->n_pending = 0;
-    if (rc == FIRN_OK) {
-        t->needs_backfill = false;
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": backfill committed: %llu rows", t->display,
-                 (unsigned long long)t->rows_written);
-        if (t->index && t->index_dirty)
-            rc = reset_index(t, err);
-        else if (t->upsert && t->index)
-            firn__table_index_synced(t);
-        t->index_dirty = false;
-        firn__engine_note_commit(t->eng, t);
+    FIRN_TRY(rc);
+    if (t->index && t->index_dirty)
+        rc = reset_index(t, err);
+    else if (t->upsert && t->index)
+        firn__table_index_synced(t);
+    t->index_dirty = false;
+    return rc;
+}
+
+static firn_rc commit_backfill(bf_table *bt, uint64_t lsn_after, firn_err *err)
+{
+    firn__table *t = bt->t;
+    FIRN_TRY(bt->resume ? commit_resumed(t, err) : commit_fresh(bt, lsn_after, err));
+    t->needs_backfill = false;
+    firn_free(t->backfill_chunks);
+    t->backfill_chunks = NULL;
+    FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": backfill committed: %llu rows", t->display,
+             (unsigned long long)t->rows_written);
+    firn__engine_note_commit(t->eng, t);
+    return FIRN_OK;
+}
+
+/* True when block range [lo, hi) of leaf oid lies inside one range of a
+ * FIRN_SUMMARY_BACKFILL_CHUNKS list. */
+static bool range_done(const char *list, uint32_t oid, uint32_t lo, uint32_t hi)
+{
+    const char *p = list;
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char item[64];
+        if (n < sizeof(item)) {
+            memcpy(item, p, n);
+            item[n] = '\0';
+            char *colon = strchr(item, ':'), *dash = colon ? strchr(colon, '-') : NULL;
+            uint64_t o = 0, a = 0, b = 0;
+            if (colon && dash && !firn_parse_u64(item, (size_t)(colon - item), &o, NULL) &&
+                !firn_parse_u64(colon + 1, (size_t)(dash - colon - 1), &a, NULL) &&
+                !firn_parse_u64(dash + 1, strlen(dash + 1), &b, NULL) && o == oid && a <= lo &&
+                hi <= b)
+                return true;
+        }
+        p = end ? end + 1 : NULL;
     }
+    return false;
+}
+
+/* A resumed table: chunks inside ranges an earlier run committed are not read again (a chunk
+ * only partly inside is read whole; its rows fold by key). */
+static void skip_committed(firn_pg_plan *plan, bf_table *bt)
+{
+    size_t skipped = 0, total = 0;
+    for (size_t i = 0; i < firn_pg_plan_chunks(plan); i++) {
+        firn_pg_chunk *ch = firn_pg_plan_chunk(plan, i);
+        if (ch->table != bt->t->pg)
+            continue;
+        total++;
+        if (range_done(bt->t->backfill_chunks, ch->table->leaves[ch->leaf].oid, ch->start_block,
+                       ch->end_block)) {
+            firn_pg_plan_set_done(plan, ch->id);
+            add_range(&bt->done, ch);
+            skipped++;
+        }
+    }
+    FIRN_LOG(FIRN_LOG_INFO, "engine",
+             "table \"%s\": resuming its initial copy: %zu of %zu chunks were committed by an "
+             "earlier run; the rest is copied as upserts",
+             bt->t->display, skipped, total);
+}
+
+/* The tables to copy and how: a keyed CDC table with committed chunks resumes when the slot of
+ * those chunks was kept (e->backfill_resume); any other copy starts from the beginning. */
+static void tables_init(bf_ctx *c, firn__engine *e)
+{
+    c->tabs = firn_calloc(e->n_tables ? e->n_tables : 1, sizeof(*c->tabs));
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (!t->needs_backfill)
+            continue;
+        bf_table *bt = &c->tabs[c->n_tabs++];
+        bt->t = t;
+        size_t n = strlen(t->cat.metadata->location) + sizeof("/data");
+        bt->data_dir = firn_malloc(n);
+        snprintf(bt->data_dir, n, "%s/data", t->cat.metadata->location);
+        bt->spec = firn_partition_spec_clone(firn_table_metadata_spec(t->cat.metadata));
+        bt->streamed = bt->spec->n_fields == 0;
+        bt->resume = e->backfill_resume && t->backfill_chunks && t->cdc && t->upsert;
+        if (!bt->resume) {
+            firn_free(t->backfill_chunks);
+            t->backfill_chunks = NULL;
+        }
+        /* Only a first copy: a copy replacing a table's rows (full_refresh, a lost slot, an
+         * append-mode table's restart) stays one atomic commit. */
+        bt->chunk_commits = bt->resume || (t->cdc && t->upsert &&
+                                           !firn_table_metadata_current_snapshot(t->cat.metadata));
+        firn_buf_init(&bt->done, (size_t)1 << 30);
+        bt->last_commit_ns = c->start_ns;
+    }
+}
+
+static void tables_free(bf_ctx *c)
+{
+    for (size_t i = 0; i < c->n_tabs; i++) {
+        firn_free(c->tabs[i].data_dir);
+        firn_partition_spec_free(c->tabs[i].spec);
+        firn_buf_deinit(&c->tabs[i].done);
+    }
+    firn_free(c->tabs);
+}
+
+/* Plans the chunks of the tables to copy; resumed tables skip their committed chunks. Fresh
+ * keyed tables take the copy's keys in bulk. */
+static firn_rc plan_copy(bf_ctx *c, firn_pg_plan **plan, firn_err *err)
+{
+    firn__engine *e = c->e;
+    firn_pg_table **pgs = firn_calloc(c->n_tabs ? c->n_tabs : 1, sizeof(*pgs));
+    for (size_t i = 0; i < c->n_tabs; i++)
+        pgs[i] = c->tabs[i].t->pg;
+    firn_rc rc =
+        firn_pg_backfill_plan(e->sql, pgs, c->n_tabs, e->cfg->source.chunk_bytes, plan, err);
+    firn_free(pgs);
+    FIRN_TRY(rc);
+    FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections",
+             c->n_tabs, firn_pg_plan_chunks(*plan), (int)e->cfg->source.parallelism);
+    c->chunk_done = firn_calloc(firn_pg_plan_chunks(*plan) + 1, sizeof(bool));
+    for (size_t i = 0; i < c->n_tabs; i++) {
+        bf_table *bt = &c->tabs[i];
+        firn__table *t = bt->t;
+        if (bt->resume)
+            skip_committed(*plan, bt);
+        else if (t->upsert && t->index) {
+            t->index_synced = false; /* takes the copy's keys from here on */
+            FIRN_TRY(firn__pkindex_bulk(t->index, true, err));
+        }
+    }
+    return FIRN_OK;
+}
+
+static firn_rc
+copy_chunks(bf_ctx *c, firn_pg_plan *plan, const char *snapshot, uint64_t lsn, firn_err *err)
+{
+    firn__engine *e = c->e;
+    firn_pg_backfill_opts o = {0};
+    o.conn = &e->conn;
+    o.snapshot = snapshot;
+    o.snapshot_lsn = lsn;
+    o.workers = (int)e->cfg->source.parallelism;
+    o.batch_rows = (size_t)e->cfg->source.batch_rows;
+    o.on_batch = on_batch;
+    o.on_chunk_done = on_chunk_done;
+    o.on_chunk_retry = on_chunk_retry;
+    o.ctx = c;
+    /* A requested stop ends the copy at once: the chunks committed so far stay, the next run
+     * goes on from them (keyed tables) or starts again. */
+    _Static_assert(sizeof(sig_atomic_t) == sizeof(int), "sig_atomic_t is an int");
+    if (e->opts && e->opts->stop)
+        o.cancel = (const volatile int *)e->opts->stop;
+    firn_rc rc = firn_pg_backfill_run(plan, &o, err);
+    for (size_t i = 0; i < c->n_open; i++)
+        chunk_out_free(c->open[i]);
+    c->n_open = 0;
     return rc;
 }
 
 firn_rc firn__backfill_run(
     firn__engine *e, const char *snapshot, uint64_t snapshot_lsn, uint64_t lsn_after, firn_err *err)
 {
-    firn_pg_table **pgs = firn_calloc(e->n_tables ? e->n_tables : 1, sizeof(*pgs));
-    size_t n = 0;
-    for (size_t i = 0; i < e->n_tables; i++) {
-        if (e->tables[i]->needs_backfill)
-            pgs[n++] = e->tables[i]->pg;
-    }
-    firn_rc rc = FIRN_OK;
-    firn_pg_plan *plan = NULL;
-    if (n == 0)
-        goto out;
-    rc = firn_pg_backfill_plan(e->sql, pgs, n, e->cfg->source.chunk_bytes, &plan, err);
-    if (rc)
-        goto out;
-    FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections", n,
-             firn_pg_plan_chunks(plan), (int)e->cfg->source.parallelism);
-    for (size_t i = 0; i < e->n_tables; i++) {
-        if (e->tables[i]->needs_backfill && e->tables[i]->upsert && e->tables[i]->index) {
-            e->tables[i]->index_synced = false; /* takes the copy's keys from here on */
-            rc = firn__pkindex_bulk(e->tables[i]->index, true, err);
-        }
-    }
     bf_ctx ctx = {0};
     ctx.e = e;
     ctx.start_ns = firn_monotonic_ns();
     ctx.last_report_ns = ctx.start_ns;
+    ctx.lsn_after = lsn_after;
+    ctx.interval_ns = e->cfg->destination.commit.interval_ms * 1000000LL;
     pthread_mutex_init(&ctx.mu, NULL);
-    firn_pg_backfill_opts o = {0};
-    o.conn = &e->conn;
-    o.snapshot = snapshot;
-    o.snapshot_lsn = snapshot_lsn;
-    o.workers = (int)e->cfg->source.parallelism;
-    o.batch_rows = (size_t)e->cfg->source.batch_rows;
-    o.on_batch = on_batch;
-    o.on_chunk_done = on_chunk_done;
-    o.on_chunk_retry = on_chunk_retry;
-    o.ctx = &ctx;
-    /* A requested stop ends the copy at once: nothing of it is committed, the next run starts
-     * it again. */
-    _Static_assert(sizeof(sig_atomic_t) == sizeof(int), "sig_atomic_t is an int");
-    if (e->opts && e->opts->stop)
-        o.cancel = (const volatile int *)e->opts->stop;
-    rc = firn_pg_backfill_run(plan, &o, err);
-    for (size_t i = 0; i < ctx.n_open; i++)
-        chunk_out_free(ctx.open[i]);
-    firn_free(ctx.open);
-    pthread_mutex_destroy(&ctx.mu);
-    for (size_t i = 0; rc == FIRN_OK && i < e->n_tables; i++) {
-        if (e->tables[i]->needs_backfill)
-            rc = commit_backfill(e->tables[i], lsn_after, err);
-    }
-    if (rc == FIRN_OK)
+    pthread_mutex_init(&ctx.commit_mu, NULL);
+    tables_init(&ctx, e);
+    firn_pg_plan *plan = NULL;
+    firn_rc rc = FIRN_OK;
+    if (ctx.n_tabs > 0)
+        rc = plan_copy(&ctx, &plan, err);
+    if (rc == FIRN_OK && ctx.n_tabs > 0)
+        rc = copy_chunks(&ctx, plan, snapshot, snapshot_lsn, err);
+    for (size_t i = 0; rc == FIRN_OK && i < ctx.n_tabs; i++)
+        rc = commit_backfill(&ctx.tabs[i], lsn_after, err);
+    if (rc == FIRN_OK && ctx.n_tabs > 0)
         rc = firn__engine_save_state(e, err);
-out:
+    firn_free(ctx.open);
+    firn_free(ctx.chunk_done);
+    tables_free(&ctx);
+    pthread_mutex_destroy(&ctx.mu);
+    pthread_mutex_destroy(&ctx.commit_mu);
     firn_pg_plan_free(plan);
-    firn_free(pgs);
     return rc;
 }

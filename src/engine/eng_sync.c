@@ -286,6 +286,25 @@ static bool slot_unused(const firn__engine *e)
     return pending;
 }
 
+/* True when the unfinished copy can go on without dropping the slot: some table committed
+ * chunks of it, and every CDC table still copying is keyed (upsert). Rows of the remaining
+ * chunks then come from a newer snapshot than the committed ones; replaying the slot from its
+ * start (the committed chunks' snapshot) as upserts turns both into the source's state, which
+ * an append-mode table could not (docs/internals/backfill.md). */
+static bool resumable_copy(const firn__engine *e)
+{
+    bool partial = false;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (!t->cdc || !t->needs_backfill)
+            continue;
+        if (!t->upsert)
+            return false;
+        partial |= t->backfill_chunks != NULL;
+    }
+    return partial;
+}
+
 /* A run that created the slot died inside the initial copy. The slot's exported snapshot is
  * gone, and a copy in a fresh snapshot plus a replay from the slot would write the changes in
  * between twice to append-mode tables. Since nothing was read from the slot yet, drop it and
@@ -295,6 +314,15 @@ static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
     const char *slot = e->cfg->source.slot;
     if (!*have_slot || !e->cfg->source.create_slot || !slot_unused(e))
         return FIRN_OK;
+    if (resumable_copy(e)) {
+        e->backfill_resume = true;
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "kept replication slot \"%s\" of an unfinished initial copy: keyed tables copy "
+                 "only their missing chunks, as upserts in a new snapshot, and the slot's changes "
+                 "since its start are applied over them",
+                 slot);
+        return FIRN_OK;
+    }
     char sql[512];
     if (strchr(slot, '\''))
         return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);

@@ -29,6 +29,7 @@ void firn__table_deinit(firn__table *t)
         firn_data_file_deinit(&t->pending[i]);
     firn_free(t->pending);
     firn_batch_free(t->buf);
+    firn_free(t->backfill_chunks);
     pthread_mutex_destroy(&t->mu);
 }
 
@@ -312,6 +313,8 @@ bool firn__table_backfill_is_last(const firn__table *t)
 void firn__table_restart_backfill(firn__table *t)
 {
     t->needs_backfill = true;
+    firn_free(t->backfill_chunks);
+    t->backfill_chunks = NULL;
     if (t->index)
         firn__table_reset_index(t);
 }
@@ -323,7 +326,7 @@ static void read_progress(firn__table *t, bool *backfill_done)
 {
     const firn_table_metadata *md = t->cat.metadata;
     const firn_snapshot *s = firn_table_metadata_current_snapshot(md);
-    bool have_lsn = false;
+    bool have_lsn = false, partial = false;
     *backfill_done = empty_backfill_marked(md);
     t->committed_lsn = 0;
     while (s) {
@@ -335,11 +338,18 @@ static void read_progress(firn__table *t, bool *backfill_done)
             have_lsn = true;
         }
         const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);
-        if (bf && strcmp(bf, "done") == 0) {
+        if (bf && strcmp(bf, "done") == 0 && !partial) {
             *backfill_done = true;
             break;
         }
-        if (*backfill_done && have_lsn)
+        if (bf && strcmp(bf, "partial") == 0 && !partial && !*backfill_done) {
+            /* The newest marker is an unfinished copy: it is pending again. */
+            const char *chunks = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL_CHUNKS);
+            partial = true;
+            firn_free(t->backfill_chunks);
+            t->backfill_chunks = firn_strdup(chunks ? chunks : "");
+        }
+        if ((*backfill_done || partial) && have_lsn)
             break;
         s = s->parent_snapshot_id >= 0 ? firn_table_metadata_snapshot(md, s->parent_snapshot_id)
                                        : NULL;

@@ -298,7 +298,12 @@ FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
 /* Snapshot summary keys firn writes (DESIGN.md "Exactly-once"). */
 #define FIRN_SUMMARY_LSN       "firn.lsn"       /* last source commit LSN the table holds */
 #define FIRN_SUMMARY_COMMIT_ID "firn.commit-id" /* unique id of the commit */
-#define FIRN_SUMMARY_BACKFILL  "firn.backfill"  /* "done" once the initial copy is complete */
+#define FIRN_SUMMARY_BACKFILL                                                                      \
+    "firn.backfill" /* "done" once the initial copy is complete,                                   \
+                     * "partial" on the chunk commits before */
+/* Block ranges the initial copy committed so far: "<leaf oid>:<first>-<end>,..." (end exclusive,
+ * 4294967295 = to the end of the relation), on every "partial" commit (eng_backfill.c). */
+#define FIRN_SUMMARY_BACKFILL_CHUNKS "firn.backfill-chunks"
 
 typedef struct firn__engine firn__engine;
 
@@ -361,11 +366,13 @@ typedef struct firn__table {
     firn_batch *buf;         /* CDC changes not yet committed */
     firn_data_file *pending; /* backfill data files not yet committed */
     size_t n_pending;
-    bool index_dirty;   /* backfill retried a chunk: rebuild after commit */
-    char *index_dir;    /* the index's local folder, NULL: a private temporary one */
-    bool index_private; /* the folder is another process's: keep to a temporary one */
-    bool index_loaded;  /* index read from its folder: the rebuild only places files */
-    bool index_synced;  /* the index holds exactly snapshot index_snapshot */
+    bool index_dirty;      /* backfill retried a chunk: rebuild after commit */
+    char *backfill_chunks; /* unfinished initial copy: FIRN_SUMMARY_BACKFILL_CHUNKS of the
+                            * last "partial" commit (NULL: none) */
+    char *index_dir;       /* the index's local folder, NULL: a private temporary one */
+    bool index_private;    /* the folder is another process's: keep to a temporary one */
+    bool index_loaded;     /* index read from its folder: the rebuild only places files */
+    bool index_synced;     /* the index holds exactly snapshot index_snapshot */
     int64_t index_snapshot;
     firn__keymap *index_paths; /* while placing files of a loaded index: path -> ordinal */
     pthread_mutex_t mu;        /* guards pending, files and index during backfill */
@@ -393,10 +400,12 @@ struct firn__engine {
     size_t n_tables;
     firn_pq_options pq;
     char *warehouse;
-    int64_t start_ns; /* monotonic start of the run (stats file) */
-    int64_t start_us; /* wall-clock start */
-    int64_t stats_ns; /* last stats file write */
-    uint64_t wal_lsn; /* the source's WAL position when last asked (CDC; 0: unknown) */
+    int64_t start_ns;     /* monotonic start of the run (stats file) */
+    int64_t start_us;     /* wall-clock start */
+    int64_t stats_ns;     /* last stats file write */
+    uint64_t wal_lsn;     /* the source's WAL position when last asked (CDC; 0: unknown) */
+    bool backfill_resume; /* the slot of an unfinished copy is kept: keyed tables copy only
+                           * their missing chunks, as upserts (eng_backfill.c) */
 };
 
 /** Opens or creates the Iceberg table of t (namespace too), evolves its schema to the source's,

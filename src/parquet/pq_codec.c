@@ -30,7 +30,7 @@ firn_rc firn__pq_codec_new(firn_pq_codec codec, int level, pq_codec **out, firn_
     case FIRN_PQ_ZSTD:
         c->zc = ZSTD_createCCtx();
         if (!c->zc || ZSTD_isError(ZSTD_CCtx_setParameter(c->zc, ZSTD_c_compressionLevel,
-                                                          level ? level : 3))) {
+                                                          level ? level : 1))) {
             firn__pq_codec_free(c);
             return firn_err_set(err, FIRN_ERR_INVALID, "invalid zstd level %d", level);
         }

@@ -563,6 +563,19 @@ size_t firn__pq_colw_buffered(const pq_colw *cw)
     return cw->pages.len + cw->dict.plain.len + page_estimate(cw) + cw->n_levels / 4;
 }
 
+/* At the end of a chunk's first page (parquet-mr's isCompressionSatisfying): a dictionary that
+ * with its ids is no smaller than the PLAIN values (unique keys, timestamps) only costs hashing;
+ * the chunk falls back to PLAIN after this page. Fixed-width kinds only (their PLAIN size is
+ * known without a pass over the values). */
+static bool dict_unprofitable(const pq_colw *cw)
+{
+    if (cw->dict_data_pages != 0 || cw->plain_data_pages != 0 || cw->leaf->kind == PQK_BYTES ||
+        cw->leaf->kind == PQK_BOOL)
+        return false;
+    size_t raw = cw->page_values * cw->value_width;
+    return cw->dict.plain.len + page_estimate(cw) >= raw;
+}
+
 static firn_rc
 after_step(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_err *err)
 {
@@ -571,8 +584,12 @@ after_step(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_er
         cw->dict_on = false;
         return FIRN_OK;
     }
-    if (page_estimate(cw) >= cw->opts->page_bytes || cw->n_levels >= cw->opts->page_rows)
-        return flush_page(cw, codec, body, comp, err);
+    if (page_estimate(cw) >= cw->opts->page_bytes || cw->n_levels >= cw->opts->page_rows) {
+        bool fall_back = cw->dict_on && dict_unprofitable(cw);
+        FIRN_TRY(flush_page(cw, codec, body, comp, err));
+        if (fall_back)
+            cw->dict_on = false;
+    }
     return FIRN_OK;
 }
 

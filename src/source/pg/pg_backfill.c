@@ -87,6 +87,145 @@ leaf_blocks(firn_pg_conn *c, uint32_t oid, uint64_t *out, uint64_t *block_size, 
     return rc;
 }
 
+/* The integer primary-key column that key ranges split t by, or NULL. */
+static const firn_pg_column *range_key(const firn_pg_table *t)
+{
+    if (!t->has_primary_key || t->n_key != 1)
+        return NULL;
+    const firn_pg_column *k = &t->columns[t->key_columns[0]];
+    firn_pg_kind kind = k->type->kind;
+    return kind == FIRN_PG_KIND_INT2 || kind == FIRN_PG_KIND_INT4 || kind == FIRN_PG_KIND_INT8
+               ? k
+               : NULL;
+}
+
+/* min and max of key column k in a leaf (*empty when it has no rows). */
+static firn_rc key_bounds(firn_pg_conn *c,
+                          const firn_pg_table *t,
+                          size_t leaf,
+                          const firn_pg_column *k,
+                          int64_t *lo,
+                          int64_t *hi,
+                          bool *empty,
+                          firn_err *err)
+{
+    firn_buf sql;
+    firn_buf_init(&sql, FIRN_PG_SQL_MAX);
+    firn_rc rc = firn_buf_append_cstr(&sql, "SELECT min(");
+    if (!rc)
+        rc = firn__pg_quote_ident(&sql, k->name);
+    if (!rc)
+        rc = firn_buf_append_cstr(&sql, ")::int8, max(");
+    if (!rc)
+        rc = firn__pg_quote_ident(&sql, k->name);
+    if (!rc)
+        rc = firn_buf_appendf(&sql, ")::int8 FROM ONLY %s", t->leaves[leaf].qualified);
+    PGresult *res = NULL;
+    if (!rc)
+        rc = firn__pg_query(c, (const char *)sql.data, 0, NULL, &res, err);
+    else
+        rc = firn_err_set(err, rc, "key range query for %s too long", t->qualified);
+    firn_buf_deinit(&sql);
+    FIRN_TRY(rc);
+    *empty = PQntuples(res) != 1 || PQgetisnull(res, 0, 0);
+    if (!*empty) {
+        const char *a = PQgetvalue(res, 0, 0), *b = PQgetvalue(res, 0, 1);
+        rc = firn_parse_i64(a, strlen(a), lo, err);
+        if (!rc)
+            rc = firn_parse_i64(b, strlen(b), hi, err);
+    }
+    PQclear(res);
+    return rc;
+}
+
+static void plan_add_keys(firn_pg_plan *p, firn_pg_table *t, size_t leaf, int64_t lo, int64_t hi)
+{
+    plan_add(p, t, leaf, 0, UINT32_MAX);
+    firn_pg_chunk *c = &p->chunks[p->n_chunks - 1];
+    c->key_range = true;
+    c->key_lo = lo;
+    c->key_hi = hi;
+}
+
+/* Splits a leaf into n key ranges of equal width over [lo, hi]; the outer ones are open. */
+static void
+plan_key_ranges(firn_pg_plan *p, firn_pg_table *t, size_t leaf, int64_t lo, int64_t hi, uint64_t n)
+{
+    uint64_t width = (uint64_t)hi - (uint64_t)lo; /* hi >= lo */
+    if (n > width)
+        n = width ? width : 1;
+    uint64_t step = width / n + 1;
+    int64_t start = INT64_MIN;
+    for (uint64_t i = 1; i < n && step * i <= width; i++) {
+        int64_t end = (int64_t)((uint64_t)lo + step * i); /* <= hi */
+        plan_add_keys(p, t, leaf, start, end);
+        start = end;
+    }
+    plan_add_keys(p, t, leaf, start, INT64_MAX);
+}
+
+static firn_rc plan_leaf(firn_pg_conn *c,
+                         firn_pg_plan *p,
+                         firn_pg_table *t,
+                         size_t li,
+                         size_t chunk_bytes,
+                         firn_pg_chunking chunking,
+                         firn_err *err)
+{
+    bool tid_ranges = firn_pg_conn_server_version(c) >= 140000;
+    uint64_t blocks = 0, block_size = 0;
+    FIRN_TRY(leaf_blocks(c, t->leaves[li].oid, &blocks, &block_size, err));
+    uint64_t step = chunk_bytes / block_size ? chunk_bytes / block_size : 1;
+    const firn_pg_column *key = range_key(t);
+    bool by_key =
+        key && (chunking == FIRN_PG_CHUNK_KEY || (chunking == FIRN_PG_CHUNK_AUTO && !tid_ranges));
+    if (by_key) {
+        int64_t lo = 0, hi = 0;
+        bool empty = false;
+        FIRN_TRY(key_bounds(c, t, li, key, &lo, &hi, &empty, err));
+        if (empty)
+            plan_add_keys(p, t, li, INT64_MIN, INT64_MAX);
+        else
+            plan_key_ranges(p, t, li, lo, hi, (blocks + step - 1) / step);
+        return FIRN_OK;
+    }
+    uint64_t start = 0;
+    /* The last chunk is open-ended: blocks added after measuring are still read. */
+    while (tid_ranges && start + step < blocks && start + step < UINT32_MAX) {
+        plan_add(p, t, li, (uint32_t)start, (uint32_t)(start + step));
+        start += step;
+    }
+    plan_add(p, t, li, (uint32_t)start, UINT32_MAX);
+    return FIRN_OK;
+}
+
+firn_rc firn_pg_backfill_plan_chunked(firn_pg_conn *c,
+                                      firn_pg_table *const *tables,
+                                      size_t n_tables,
+                                      size_t chunk_bytes,
+                                      firn_pg_chunking chunking,
+                                      firn_pg_plan **out,
+                                      firn_err *err)
+{
+    *out = NULL;
+    if (chunk_bytes == 0)
+        chunk_bytes = CHUNK_BYTES_DEFAULT;
+    firn_pg_plan *p = firn_calloc(1, sizeof(*p));
+    for (size_t ti = 0; ti < n_tables; ti++) {
+        firn_pg_table *t = tables[ti];
+        for (size_t li = 0; li < t->n_leaves; li++) {
+            firn_rc rc = plan_leaf(c, p, t, li, chunk_bytes, chunking, err);
+            if (rc) {
+                firn_err_context(err, "while planning the backfill of %s", t->qualified);
+                firn_pg_plan_free(p);
+                return rc;
+            }
+        }
+    }
+    *out = p;
+    return FIRN_OK;
+}
+
 firn_rc firn_pg_backfill_plan(firn_pg_conn *c,
                               firn_pg_table *const *tables,
                               size_t n_tables,
@@ -94,33 +233,8 @@ firn_rc firn_pg_backfill_plan(firn_pg_conn *c,
                               firn_pg_plan **out,
                               firn_err *err)
 {
-    *out = NULL;
-    if (chunk_bytes == 0)
-        chunk_bytes = CHUNK_BYTES_DEFAULT;
-    bool tid_ranges = firn_pg_conn_server_version(c) >= 140000;
-    firn_pg_plan *p = firn_calloc(1, sizeof(*p));
-    for (size_t ti = 0; ti < n_tables; ti++) {
-        firn_pg_table *t = tables[ti];
-        for (size_t li = 0; li < t->n_leaves; li++) {
-            uint64_t blocks = 0, block_size = 0;
-            firn_rc rc = leaf_blocks(c, t->leaves[li].oid, &blocks, &block_size, err);
-            if (rc) {
-                firn_err_context(err, "while planning the backfill of %s", t->qualified);
-                firn_pg_plan_free(p);
-                return rc;
-            }
-            uint64_t step = chunk_bytes / block_size ? chunk_bytes / block_size : 1;
-            uint64_t start = 0;
-            /* The last chunk is open-ended: blocks added after measuring are still read. */
-            while (tid_ranges && start + step < blocks && start + step < UINT32_MAX) {
-                plan_add(p, t, li, (uint32_t)start, (uint32_t)(start + step));
-                start += step;
-            }
-            plan_add(p, t, li, (uint32_t)start, UINT32_MAX);
-        }
-    }
-    *out = p;
-    return FIRN_OK;
+    return firn_pg_backfill_plan_chunked(c, tables, n_tables, chunk_bytes, FIRN_PG_CHUNK_AUTO, out,
+                                         err);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -224,11 +338,33 @@ static firn_rc worker_connect(worker *w, firn_err *err)
     return rc;
 }
 
+/* " WHERE key >= lo AND key < hi" of a key-range chunk (open bounds left out). */
+static firn_rc key_where(const firn_pg_chunk *c, firn_buf *sql)
+{
+    const char *name = c->table->columns[c->table->key_columns[0]].name;
+    bool lo = c->key_lo != INT64_MIN, hi = c->key_hi != INT64_MAX;
+    if (lo) {
+        FIRN_TRY(firn_buf_append_cstr(sql, " WHERE "));
+        FIRN_TRY(firn__pg_quote_ident(sql, name));
+        FIRN_TRY(firn_buf_appendf(sql, " >= %lld", (long long)c->key_lo));
+    }
+    if (hi) {
+        FIRN_TRY(firn_buf_append_cstr(sql, lo ? " AND " : " WHERE "));
+        FIRN_TRY(firn__pg_quote_ident(sql, name));
+        FIRN_TRY(firn_buf_appendf(sql, " < %lld", (long long)c->key_hi));
+    }
+    return FIRN_OK;
+}
+
 static firn_rc chunk_sql(const firn_pg_chunk *c, bool tid_ranges, firn_buf *sql)
 {
     FIRN_TRY(firn_buf_append_cstr(sql, "COPY (SELECT "));
     FIRN_TRY(firn_pg_copy_select_list(c->table, sql));
     FIRN_TRY(firn_buf_appendf(sql, " FROM ONLY %s", c->table->leaves[c->leaf].qualified));
+    if (c->key_range) {
+        FIRN_TRY(key_where(c, sql));
+        return firn_buf_append_cstr(sql, ") TO STDOUT (FORMAT binary)");
+    }
     if (tid_ranges && c->start_block > 0)
         FIRN_TRY(firn_buf_appendf(sql, " WHERE ctid >= '(%u,0)'::tid", c->start_block));
     if (tid_ranges && c->end_block != UINT32_MAX)
@@ -376,9 +512,14 @@ static firn_rc chunk_with_retries(worker *w, firn_pg_chunk *c, firn_err *err)
         if (w->batch)
             firn_batch_reset(w->batch);
         if (!retryable || attempt >= r->max_retries || should_stop(r)) {
-            firn_err_context(err, "while reading chunk %u (blocks %u..%u) of table %s%s", c->id,
-                             c->start_block, c->end_block, c->table->qualified,
-                             attempt ? " after retries" : "");
+            if (c->key_range)
+                firn_err_context(err, "while reading chunk %u (keys %lld..%lld) of table %s%s",
+                                 c->id, (long long)c->key_lo, (long long)c->key_hi,
+                                 c->table->qualified, attempt ? " after retries" : "");
+            else
+                firn_err_context(err, "while reading chunk %u (blocks %u..%u) of table %s%s", c->id,
+                                 c->start_block, c->end_block, c->table->qualified,
+                                 attempt ? " after retries" : "");
             return rc;
         }
         FIRN_LOG(FIRN_LOG_WARN, FIRN_PG_LOG_COMP, "retrying chunk %u of table %s (attempt %d): %s",

@@ -26,7 +26,14 @@ struct firn_pg_copy {
     uint32_t ext_left;
     firn_buf pending;
     firn_pg_decode_stats stats;
+    firn_column **cols; /* the batch's column of each table column */
 };
+
+static void bind_columns(firn_pg_copy *d)
+{
+    for (size_t i = 0; d->batch && i < d->table->n_columns; i++)
+        d->cols[i] = firn_batch_column(d->batch, i);
+}
 
 static inline uint32_t rd_be32(const uint8_t *p)
 {
@@ -38,6 +45,8 @@ firn_pg_copy *firn_pg_copy_new(const firn_pg_table *t, firn_batch *batch)
     firn_pg_copy *d = firn_calloc(1, sizeof(*d));
     d->table = t;
     d->batch = batch;
+    d->cols = firn_calloc(t->n_columns ? t->n_columns : 1, sizeof(*d->cols));
+    bind_columns(d);
     firn_buf_init(&d->pending, COPY_PENDING_MAX);
     return d;
 }
@@ -47,12 +56,14 @@ void firn_pg_copy_free(firn_pg_copy *d)
     if (!d)
         return;
     firn_buf_deinit(&d->pending);
+    firn_free(d->cols);
     firn_free(d);
 }
 
 void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch)
 {
     d->batch = batch;
+    bind_columns(d);
 }
 
 const firn_pg_decode_stats *firn_pg_copy_stats(const firn_pg_copy *d)
@@ -118,7 +129,7 @@ static firn_rc decode_tuple(firn_pg_copy *d, const uint8_t *p, uint64_t lsn, fir
     size_t pos = 2;
     for (size_t i = 0; i < d->table->n_columns; i++) {
         const firn_pg_column *col = &d->table->columns[i];
-        firn_column *out = firn_batch_column(d->batch, i);
+        firn_column *out = d->cols[i];
         int32_t n = (int32_t)rd_be32(p + pos);
         pos += 4;
         if (n == -1) {

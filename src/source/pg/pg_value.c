@@ -75,20 +75,56 @@ read_numeric(const firn_pg_type *t, const uint8_t *p, size_t len, numeric_var *v
     return FIRN_OK;
 }
 
-static u128 pow10_u128(int e)
-{
-    u128 r = 1;
-    for (int i = 0; i < e; i++)
-        r *= 10;
-    return r;
-}
+/* 10^0 .. 10^38 (u128 has no literal syntax: products of 64-bit constants). */
+static const u128 pow10_table[39] = {(u128)1ULL,
+                                     (u128)10ULL,
+                                     (u128)100ULL,
+                                     (u128)1000ULL,
+                                     (u128)10000ULL,
+                                     (u128)100000ULL,
+                                     (u128)1000000ULL,
+                                     (u128)10000000ULL,
+                                     (u128)100000000ULL,
+                                     (u128)1000000000ULL,
+                                     (u128)10000000000ULL,
+                                     (u128)100000000000ULL,
+                                     (u128)1000000000000ULL,
+                                     (u128)10000000000000ULL,
+                                     (u128)100000000000000ULL,
+                                     (u128)1000000000000000ULL,
+                                     (u128)10000000000000000ULL,
+                                     (u128)100000000000000000ULL,
+                                     (u128)1000000000000000000ULL,
+                                     (u128)10000000000000000000ULL,
+                                     (u128)10000000000000000000ULL * 10ULL,
+                                     (u128)10000000000000000000ULL * 100ULL,
+                                     (u128)10000000000000000000ULL * 1000ULL,
+                                     (u128)10000000000000000000ULL * 10000ULL,
+                                     (u128)10000000000000000000ULL * 100000ULL,
+                                     (u128)10000000000000000000ULL * 1000000ULL,
+                                     (u128)10000000000000000000ULL * 10000000ULL,
+                                     (u128)10000000000000000000ULL * 100000000ULL,
+                                     (u128)10000000000000000000ULL * 1000000000ULL,
+                                     (u128)10000000000000000000ULL * 10000000000ULL,
+                                     (u128)10000000000000000000ULL * 100000000000ULL,
+                                     (u128)10000000000000000000ULL * 1000000000000ULL,
+                                     (u128)10000000000000000000ULL * 10000000000000ULL,
+                                     (u128)10000000000000000000ULL * 100000000000000ULL,
+                                     (u128)10000000000000000000ULL * 1000000000000000ULL,
+                                     (u128)10000000000000000000ULL * 10000000000000000ULL,
+                                     (u128)10000000000000000000ULL * 100000000000000000ULL,
+                                     (u128)10000000000000000000ULL * 1000000000000000000ULL,
+                                     (u128)10000000000000000000ULL * 10000000000000000000ULL};
+
+static const uint32_t POW10_SMALL[4] = {1, 10, 100, 1000};
 
 /* Exact unscaled value of v at scale: fails when it has more fractional digits than scale or
- * does not fit precision digits. */
+ * does not fit precision digits. No divisions on the common path: a base-10000 digit d < 10^4
+ * times 10^e cannot overflow 128 bits while e <= 34, and d * 10^e >= limit whenever e >= p. */
 static firn_rc
 numeric_unscaled(const firn_pg_type *t, const numeric_var *v, size_t len, u128 *out, firn_err *err)
 {
-    const u128 limit = pow10_u128(t->precision);
+    const u128 limit = pow10_table[t->precision];
     u128 acc = 0;
     for (int i = 0; i < v->ndigits; i++) {
         uint32_t d = be16(v->digits + 2 * i);
@@ -97,13 +133,15 @@ numeric_unscaled(const firn_pg_type *t, const numeric_var *v, size_t len, u128 *
         int e = 4 * (v->weight - i) + t->scale;
         u128 term;
         if (e >= 0) {
-            if (e > 38 || (u128)d > limit / pow10_u128(e))
+            if (e >= t->precision)
                 return bad_value(t, len, err, "value exceeds the column precision");
-            term = (u128)d * pow10_u128(e);
+            if (e > 34 && (u128)d > limit / pow10_table[e])
+                return bad_value(t, len, err, "value exceeds the column precision");
+            term = (u128)d * pow10_table[e];
         } else {
-            if (e <= -4 || d % (uint32_t)pow10_u128(-e) != 0)
+            if (e <= -4 || d % POW10_SMALL[-e] != 0)
                 return bad_value(t, len, err, "more fractional digits than the column scale");
-            term = d / (uint32_t)pow10_u128(-e);
+            term = d / POW10_SMALL[-e];
         }
         acc += term;
         if (acc >= limit)
