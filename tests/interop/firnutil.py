@@ -167,7 +167,7 @@ class FirnEnv:
     def duckdb_arrow(self, duck, table: str, namespace: str = NAMESPACE):
         loc = self.metadata_location(table, namespace)
         result = duck.sql(f"SELECT * FROM iceberg_scan('{loc}')")
-        return result.fetch_arrow_table()
+        return result.to_arrow_table()
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):
