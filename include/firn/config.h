@@ -165,6 +165,7 @@ typedef struct firn_source_config {
     firn_strlist schemas;       /* schemas discover looks at; empty = all non-system */
     int64_t parallelism;        /* backfill connections (OLake max_threads), default 4 */
     uint64_t chunk_bytes;       /* backfill chunk size, default 64 MiB */
+    int chunking;               /* firn_pg_chunking: "auto" (default), "ctid", "primary_key" */
     int64_t batch_rows;         /* rows per column batch (OLake reader_batch_size), default 65536 */
     int64_t connect_timeout_ms; /* default 10 s */
     firn_sync_mode default_mode; /* for streams without sync_mode; default full_refresh_cdc */

@@ -4,6 +4,8 @@
  * struct. Validation (cfg_walk.c) and `firn spec` (cfg_spec.c) both read these tables. */
 #include "cfg_int.h"
 
+#include "firn/source_pg.h"
+
 #include <stddef.h>
 #include <string.h>
 
@@ -127,6 +129,13 @@ static const cfg_node n_ssh_config = {
     .desc = "OLake's SSH tunnel: only {\"type\": \"no_tunnel\"} is supported"};
 
 static const cfg_node n_parallelism = {.type = CFG_INT, .min = 1, .max = 256, .def = "4"};
+static const cfg_enum_value v_chunking[] = {
+    {"auto", FIRN_PG_CHUNK_AUTO, NULL},
+    {"ctid", FIRN_PG_CHUNK_CTID, NULL},
+    {"primary_key", FIRN_PG_CHUNK_KEY, NULL},
+    {NULL, 0, NULL},
+};
+static const cfg_node n_chunking = {.type = CFG_ENUM, .values = v_chunking, .def = "\"auto\""};
 static const cfg_node n_batch_rows = {.type = CFG_INT, .min = 1, .max = 10000000, .def = "65536"};
 static const cfg_node n_timeout = {.type = CFG_SECONDS, .min = 0, .max = 3600, .def = "10"};
 
@@ -159,6 +168,8 @@ static const cfg_prop p_source[] = {
     {"parallelism", &n_parallelism, SRC(parallelism), 0, NULL, "backfill connections"},
     {"max_threads", &n_parallelism, SRC(parallelism), CFG_OLAKE, "parallelism", NULL},
     {"chunk_size", &n_size, SRC(chunk_bytes), 0, NULL, "backfill chunk size (default 64MiB)"},
+    {"chunking", &n_chunking, SRC(chunking), 0, NULL,
+     "backfill chunks: CTID block ranges, or ranges of a one-column integer primary key"},
     {"batch_rows", &n_batch_rows, SRC(batch_rows), 0, NULL, "rows per column batch"},
     {"reader_batch_size", &n_batch_rows, SRC(batch_rows), CFG_OLAKE, "batch_rows", NULL},
     {"connect_timeout_seconds", &n_timeout, SRC(connect_timeout_ms), 0, NULL, NULL},

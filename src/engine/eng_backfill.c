@@ -330,9 +330,14 @@ static firn_rc close_chunk(bf_ctx *c, const firn_pg_chunk *chunk, firn_err *err)
 /* Appends "<leaf oid>:<first>-<end>" of chunk to a FIRN_SUMMARY_BACKFILL_CHUNKS list. */
 static void add_range(firn_buf *done, const firn_pg_chunk *chunk)
 {
-    firn_rc_ignore(firn_buf_appendf(done, "%s%u:%u-%u", done->len ? "," : "",
-                                    chunk->table->leaves[chunk->leaf].oid, chunk->start_block,
-                                    chunk->end_block));
+    uint32_t oid = chunk->table->leaves[chunk->leaf].oid;
+    const char *sep = done->len ? "," : "";
+    if (chunk->key_range)
+        firn_rc_ignore(firn_buf_appendf(done, "%s%u:k%lld:%lld", sep, oid, (long long)chunk->key_lo,
+                                        (long long)chunk->key_hi));
+    else
+        firn_rc_ignore(
+            firn_buf_appendf(done, "%s%u:%u-%u", sep, oid, chunk->start_block, chunk->end_block));
 }
 
 /* Pending files of chunks finished in this run leave t->pending into *out (sort order reset). */
@@ -524,24 +529,41 @@ static firn_rc commit_backfill(bf_table *bt, uint64_t lsn_after, firn_err *err)
     return FIRN_OK;
 }
 
-/* True when block range [lo, hi) of leaf oid lies inside one range of a
- * FIRN_SUMMARY_BACKFILL_CHUNKS list. */
-static bool range_done(const char *list, uint32_t oid, uint32_t lo, uint32_t hi)
+/* True when one item of a FIRN_SUMMARY_BACKFILL_CHUNKS list ("<oid>:<first>-<end>" blocks or
+ * "<oid>:k<lo>:<hi>" keys) holds chunk ch's whole range. */
+static bool item_holds(const char *item, const firn_pg_chunk *ch)
+{
+    const char *colon = strchr(item, ':');
+    uint64_t oid = 0;
+    if (!colon || firn_parse_u64(item, (size_t)(colon - item), &oid, NULL) ||
+        oid != ch->table->leaves[ch->leaf].oid)
+        return false;
+    const char *r = colon + 1;
+    if (ch->key_range) {
+        const char *mid = r[0] == 'k' ? strchr(r + 1, ':') : NULL;
+        int64_t lo = 0, hi = 0;
+        return mid && !firn_parse_i64(r + 1, (size_t)(mid - r - 1), &lo, NULL) &&
+               !firn_parse_i64(mid + 1, strlen(mid + 1), &hi, NULL) && lo <= ch->key_lo &&
+               ch->key_hi <= hi;
+    }
+    const char *dash = r[0] != 'k' ? strchr(r, '-') : NULL;
+    uint64_t a = 0, b = 0;
+    return dash && !firn_parse_u64(r, (size_t)(dash - r), &a, NULL) &&
+           !firn_parse_u64(dash + 1, strlen(dash + 1), &b, NULL) && a <= ch->start_block &&
+           ch->end_block <= b;
+}
+
+static bool range_done(const char *list, const firn_pg_chunk *ch)
 {
     const char *p = list;
     while (p && *p) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        char item[64];
+        char item[96];
         if (n < sizeof(item)) {
             memcpy(item, p, n);
             item[n] = '\0';
-            char *colon = strchr(item, ':'), *dash = colon ? strchr(colon, '-') : NULL;
-            uint64_t o = 0, a = 0, b = 0;
-            if (colon && dash && !firn_parse_u64(item, (size_t)(colon - item), &o, NULL) &&
-                !firn_parse_u64(colon + 1, (size_t)(dash - colon - 1), &a, NULL) &&
-                !firn_parse_u64(dash + 1, strlen(dash + 1), &b, NULL) && o == oid && a <= lo &&
-                hi <= b)
+            if (item_holds(item, ch))
                 return true;
         }
         p = end ? end + 1 : NULL;
@@ -559,8 +581,7 @@ static void skip_committed(firn_pg_plan *plan, bf_table *bt)
         if (ch->table != bt->t->pg)
             continue;
         total++;
-        if (range_done(bt->t->backfill_chunks, ch->table->leaves[ch->leaf].oid, ch->start_block,
-                       ch->end_block)) {
+        if (range_done(bt->t->backfill_chunks, ch)) {
             firn_pg_plan_set_done(plan, ch->id);
             add_range(&bt->done, ch);
             skipped++;
@@ -621,7 +642,8 @@ static firn_rc plan_copy(bf_ctx *c, firn_pg_plan **plan, firn_err *err)
     for (size_t i = 0; i < c->n_tabs; i++)
         pgs[i] = c->tabs[i].t->pg;
     firn_rc rc =
-        firn_pg_backfill_plan(e->sql, pgs, c->n_tabs, e->cfg->source.chunk_bytes, plan, err);
+        firn_pg_backfill_plan_chunked(e->sql, pgs, c->n_tabs, e->cfg->source.chunk_bytes,
+                                      (firn_pg_chunking)e->cfg->source.chunking, plan, err);
     firn_free(pgs);
     FIRN_TRY(rc);
     FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections",

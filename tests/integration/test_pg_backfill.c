@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Discovery and parallel backfill against the throwaway cluster: edge tables (empty, one row,
  * many chunks, 300+ columns, no primary key, partitioned, quoted/unicode/reserved names), no
- * duplicates or gaps across chunks, a chunk retried after its connection is killed, an invalid
- * snapshot, and retries running out. */
+ * duplicates or gaps across chunks (CTID block ranges and primary-key ranges), a chunk retried
+ * after its connection is killed, an invalid snapshot, and retries running out. */
 #include "firn/source_pg.h"
 #include "t.h"
 
@@ -10,7 +10,10 @@
 
 #define BIG_ROWS 200000
 
-static const char *pre_run_uri; /* take the bf.big lock after planning, before the run */
+static const char *pre_run_uri;        /* take the bf.big lock after planning, before the run */
+static firn_pg_chunking test_chunking; /* chunking of the next plans */
+static size_t key_chunks;              /* key-range chunks in the last plan */
+static const char *after_snapshot_sql; /* run after the export; then plan on that connection */
 static void take_lock(const char *uri);
 
 static const char SETUP[] =
@@ -167,8 +170,21 @@ static firn_rc backfill(firn_pg_conn *c,
     char snap[64];
     firn_pg_plan *plan = NULL;
     T_OK_ERR(firn_pg_snapshot_export(c, snap, sizeof(snap), err), err);
-    T_OK_ERR(firn_pg_backfill_plan(c, &t, 1, chunk_bytes, &plan, err), err);
+    firn_pg_conn *planner = c;
+    if (after_snapshot_sql) {
+        /* Changes after the snapshot, seen by the planning connection only. */
+        firn_pg_conn_config cfg = {.uri = uri_or_skip()};
+        T_OK_ERR(firn_pg_conn_open(&cfg, FIRN_PG_CONN_SQL, &planner, err), err);
+        T_OK_ERR(firn_pg_conn_exec(planner, after_snapshot_sql, err), err);
+    }
+    T_OK_ERR(firn_pg_backfill_plan_chunked(planner, &t, 1, chunk_bytes, test_chunking, &plan, err),
+             err);
+    if (planner != c)
+        firn_pg_conn_close(planner);
     *out_chunks = firn_pg_plan_chunks(plan);
+    key_chunks = 0;
+    for (size_t i = 0; i < *out_chunks; i++)
+        key_chunks += firn_pg_plan_chunk(plan, i)->key_range;
     seen_init(s, *out_chunks);
     if (pre_run_uri)
         take_lock(pre_run_uri);
@@ -318,6 +334,44 @@ T_TEST(backfill_edge_tables_without_gaps_or_duplicates)
     check_table(c, cat, "big", 1 << 20, 1, BIG_ROWS, 8);
     check_table(c, cat, "parted", 8192, 1, 1000, 3);
     check_table(c, cat, "nopk", 0, 1, 3, 1);
+    firn_pg_catalog_free(cat);
+    firn_pg_conn_close(c);
+}
+
+T_TEST(backfill_by_primary_key_ranges)
+{
+    firn_pg_conn_config cfg = {0};
+    firn_pg_conn *c = connect_setup(&cfg);
+    setup_once(c);
+    firn_err err = {0};
+    T_OK_ERR(firn_pg_conn_exec(c,
+                               "DROP TABLE IF EXISTS bf.keys;"
+                               "CREATE TABLE bf.keys (id int4 PRIMARY KEY, v text);"
+                               "INSERT INTO bf.keys SELECT g, 'k' || g "
+                               "FROM generate_series(-1000, 1000) g",
+                               &err),
+             &err);
+    firn_pg_catalog *cat = NULL;
+    const char *pats[] = {"bf.*"};
+    T_OK_ERR(firn_pg_discover(c, pats, 1, &cat, &err), &err);
+    test_chunking = FIRN_PG_CHUNK_KEY;
+    check_table(c, cat, "empty", 0, 0, 0, 1);
+    T_EQ_UINT(key_chunks, 1);
+    check_table(c, cat, "one", 0, 7, 1, 1);
+    check_table(c, cat, "big", 1 << 20, 1, BIG_ROWS, 8);
+    T_TRUE(key_chunks >= 8);
+    check_table(c, cat, "parted", 8192, 1, 1000, 3); /* a two-column key: block ranges */
+    T_EQ_UINT(key_chunks, 0);
+    check_table(c, cat, "nopk", 0, 1, 3, 1);
+    T_EQ_UINT(key_chunks, 0);
+    /* The planner sees the smallest and largest keys deleted after the snapshot: the outer
+     * ranges are open, so the snapshot's rows beyond the measured bounds are still read. */
+    after_snapshot_sql = "DELETE FROM bf.keys WHERE id < -900 OR id > 900";
+    check_table(c, cat, "keys", 8192, -1000, 2001, 3);
+    T_TRUE(key_chunks >= 3);
+    after_snapshot_sql = NULL;
+    test_chunking = FIRN_PG_CHUNK_AUTO;
+    T_OK_ERR(firn_pg_conn_exec(c, "DROP TABLE bf.keys", &err), &err); /* others count bf.* */
     firn_pg_catalog_free(cat);
     firn_pg_conn_close(c);
 }
@@ -519,6 +573,7 @@ T_TEST(invalid_snapshot_is_reported)
 T_MAIN(T_CASE(discovery_of_edge_tables),
        T_CASE(discovery_over_replication_connection),
        T_CASE(backfill_edge_tables_without_gaps_or_duplicates),
+       T_CASE(backfill_by_primary_key_ranges),
        T_CASE(wide_table_of_320_columns),
        T_CASE(lock_timeout_mid_chunk_is_retried),
        T_CASE(dropped_connection_is_retried),

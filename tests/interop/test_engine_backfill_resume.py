@@ -8,7 +8,8 @@ A keyed full_refresh_cdc table in its first copy commits finished chunks as it g
 missing chunks, in a new snapshot, as upserts, with the kept slot's changes applied over them:
 the table then equals PostgreSQL value by value with each key once. When an append-mode table
 shares the unfinished copy the slot is dropped and every table is copied again, replacing the
-committed chunks: again equal, no duplicates."""
+committed chunks: again equal, no duplicates. The keyed case runs with CTID block-range chunks
+and with primary-key range chunks (source.chunking)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import json
 import re
 import signal
 import sqlite3
+
+import pytest
 
 from firnutil import FirnEnv, arrow_rows, diff_rows, rows_hash, source_rows
 
@@ -73,17 +76,21 @@ def crash_in_copy(fe: FirnEnv, count: int = 4) -> str:
     return proc.stderr
 
 
-def test_keyed_copy_resumes_missing_chunks(pg, pg_db, firn_bin, duck, tmp_path):
+@pytest.mark.parametrize("chunking", ["ctid", "primary_key"])
+def test_keyed_copy_resumes_missing_chunks(pg, pg_db, firn_bin, duck, tmp_path, chunking):
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(SCHEMA)
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
         fe.setup(pg, ["big", "small"], interval_s=0.01,
-                 source={"batch_rows": 1000, "chunk_size": "64KiB", "parallelism": 2})
+                 source={"batch_rows": 1000, "chunk_size": "64KiB", "parallelism": 2,
+                         "chunking": chunking})
         crash_in_copy(fe)
         partial = summaries(fe, "big")
         assert partial and all(s.get("firn.backfill") == "partial" for s in partial), partial
         done_ranges = partial[-1]["firn.backfill-chunks"].split(",")
         assert len(done_ranges) >= 2, done_ranges
+        # key chunks record key ranges, CTID chunks block ranges
+        assert all((":k" in r) == (chunking == "primary_key") for r in done_ranges), done_ranges
         committed = fe.pyiceberg_arrow("big").num_rows
         assert 0 < committed < 20000
 
