@@ -521,6 +521,7 @@ static firn_rc commit_backfill(bf_table *bt, uint64_t lsn_after, firn_err *err)
     firn__table *t = bt->t;
     FIRN_TRY(bt->resume ? commit_resumed(t, err) : commit_fresh(bt, lsn_after, err));
     t->needs_backfill = false;
+    t->copied = !bt->resume; /* in a snapshot taken after this run read the schema */
     firn_free(t->backfill_chunks);
     t->backfill_chunks = NULL;
     FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": backfill committed: %llu rows", t->display,

@@ -8,6 +8,7 @@
 
 #include <libpq-fe.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NEXT_TIMEOUT_MS    200
@@ -20,6 +21,8 @@ typedef struct rel_map {
     uint32_t relid;
     uint32_t version;
     firn__table *table; /* NULL: not synced (changes ignored) */
+    bool stale;         /* describes changes made before a DEFAULT column the table was copied
+                           for in this run was added: the copy holds them (skipped) */
     int32_t *batch_col; /* per relation column: batch column, or -1 */
     uint16_t n_cols;
 } rel_map;
@@ -156,6 +159,13 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
     m->batch_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
     if (!m->table)
         return FIRN_OK;
+    m->stale = false;
+    for (size_t k = 0; m->table->copied && k < m->table->default_added.count; k++) {
+        bool has = false;
+        for (uint16_t i = 0; i < rel->n_cols && !has; i++)
+            has = strcmp(rel->cols[i].name, m->table->default_added.items[k]) == 0;
+        m->stale |= !has;
+    }
     for (uint16_t i = 0; i < rel->n_cols; i++) {
         int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
         m->batch_col[i] = idx;
@@ -409,6 +419,8 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     firn__table *t = m->table;
     if (c->txn_commit_lsn <= t->committed_lsn)
         return FIRN_OK; /* already in the table (exactly-once on restart) */
+    if (m->stale)
+        return FIRN_OK; /* older than this run's copy of the table, which holds it */
     firn__fault_point("mid-txn");
     if (firn_batch_rows(t->buf) == 0)
         t->hold_lsn = c->last_end_lsn; /* this table now holds back the acknowledgement */

@@ -4,6 +4,8 @@
  * (DESIGN.md "Exactly-once") and loading the primary-key index from the live files. */
 #include "engine_int.h"
 
+#include <libpq-fe.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,7 @@ void firn__table_deinit(firn__table *t)
     firn_free(t->pending);
     firn_batch_free(t->buf);
     firn_free(t->backfill_chunks);
+    firn_strlist_deinit(&t->default_added);
     pthread_mutex_destroy(&t->mu);
 }
 
@@ -233,12 +236,53 @@ static firn_rc create_table(firn__table *t, firn_err *err)
     return rc;
 }
 
+/* Whether source column `name` of t has a DEFAULT (atthasdef) or a value PostgreSQL fills into
+ * rows that existed when it was added (atthasmissing). */
+static firn_rc source_has_default(firn__table *t, const char *name, bool *out, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(t->eng->sql);
+    const char *params[2] = {t->pg->qualified, name};
+    PGresult *r = PQexecParams(pq,
+                               "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass "
+                               "AND attname = $2 AND attnum > 0 AND (atthasdef OR atthasmissing)",
+                               2, NULL, params, NULL, NULL, 0);
+    firn_rc rc = FIRN_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up column \"%s\" of %s: %s", name,
+                          t->pg->qualified, PQerrorMessage(pq));
+    else
+        *out = strcmp(PQgetvalue(r, 0, 0), "0") != 0;
+    PQclear(r);
+    return rc;
+}
+
+/* Columns of the source the table lacks that have a DEFAULT: ALTER TABLE ADD COLUMN ... DEFAULT
+ * gives the rows already there a value without any change in the WAL (PostgreSQL 11+ keeps a
+ * constant as attmissingval, a volatile default rewrites the table), so the table's copy of
+ * those rows cannot learn it from the stream. Recorded in t->default_added. */
+static firn_rc note_defaults_added(firn__table *t, const firn_field *cur, firn_err *err)
+{
+    if (!firn_table_metadata_current_snapshot(t->cat.metadata))
+        return FIRN_OK; /* no rows yet */
+    for (size_t i = 0; i < t->schema->n_children; i++) {
+        const firn_field *f = t->schema->children[i];
+        if (f->meta || child_named(cur, f->name))
+            continue;
+        bool has = false;
+        FIRN_TRY(source_has_default(t, f->name, &has, err));
+        if (has)
+            firn_strlist_push(&t->default_added, f->name);
+    }
+    return FIRN_OK;
+}
+
 /* Brings the table schema in step with the source: new columns, promotions (DESIGN.md
  * "Schema evolution"). */
 static firn_rc evolve_schema(firn__table *t, firn_err *err)
 {
     const firn_table_metadata *md = t->cat.metadata;
     const firn_schema *cur = firn_table_metadata_schema(md);
+    FIRN_TRY(note_defaults_added(t, cur->root, err));
     int32_t last = md->last_column_id;
     firn_schema *next = NULL;
     bool changed = false;
@@ -356,6 +400,30 @@ static void read_progress(firn__table *t, bool *backfill_done)
     }
 }
 
+/* A column added with a DEFAULT holds, in the rows that existed then, a value no WAL change
+ * carries: a full_refresh_cdc table is copied again in this run (after its schema was read, so
+ * the copy holds every such value); other sync modes cannot copy and say so. */
+static void recopy_for_defaults(firn__table *t)
+{
+    if (t->default_added.count == 0 || t->needs_backfill ||
+        t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH)
+        return;
+    if (t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC) {
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "column \"%s\" was added to source table %s with a DEFAULT: rows of table \"%s\" "
+                 "from before stay null there until they change (sync mode %s cannot copy the "
+                 "table again)",
+                 t->default_added.items[0], t->pg->qualified, t->display,
+                 firn_sync_mode_name(t->stream->sync_mode));
+        return;
+    }
+    FIRN_LOG(FIRN_LOG_WARN, "engine",
+             "column \"%s\" was added to source table %s with a DEFAULT, which PostgreSQL gives "
+             "the existing rows without a change in the WAL: copying table \"%s\" again",
+             t->default_added.items[0], t->pg->qualified, t->display);
+    firn__table_restart_backfill(t);
+}
+
 firn_rc firn__table_open(firn__table *t, firn_err *err)
 {
     pthread_mutex_init(&t->mu, NULL);
@@ -403,6 +471,7 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         if (rebuild)
             FIRN_TRY(firn__table_rebuild_index(t, err));
     }
+    recopy_for_defaults(t);
     return FIRN_OK;
 }
 

@@ -378,11 +378,15 @@ typedef struct firn__table {
     pthread_mutex_t mu;        /* guards pending, files and index during backfill */
     firn_pg_decode_stats stats;
     uint64_t rows_written;
-    uint64_t changes_read; /* CDC changes appended to buf (stats file) */
-    uint64_t commits;      /* snapshots committed by this run (stats file) */
-    int64_t flush_ns;      /* CDC: monotonic time of the table's last flush (or of the start) */
-    uint64_t hold_lsn;     /* CDC: with rows buffered, the end of the last transaction read before
-                              the first of them: the slot may not be confirmed past it */
+    firn_strlist default_added; /* columns this run added to the table that have a source
+                                   DEFAULT: existing rows hold a value no WAL change carried */
+    bool copied;                /* the table was copied in this run (in a snapshot taken after
+                                   its schema was read) */
+    uint64_t changes_read;      /* CDC changes appended to buf (stats file) */
+    uint64_t commits;           /* snapshots committed by this run (stats file) */
+    int64_t flush_ns;  /* CDC: monotonic time of the table's last flush (or of the start) */
+    uint64_t hold_lsn; /* CDC: with rows buffered, the end of the last transaction read before
+                          the first of them: the slot may not be confirmed past it */
 } firn__table;
 
 struct firn__engine {
