@@ -189,6 +189,8 @@ static void plan_rows(firn__table *t,
         if (!want[o] || t->dv_files[o].gone || !rows)
             continue;
         uint64_t n = firn_bitmap64_cardinality(rows);
+        if (n == 0)
+            continue;
         if (t->files[o].record_count > 0 && n >= (uint64_t)t->files[o].record_count) {
             c->dropped[c->n_dropped++] = o;
             continue;
