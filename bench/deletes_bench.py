@@ -243,26 +243,9 @@ def print_table(report: dict) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--uri", default=os.environ.get("FIRN_TEST_PGURI"))
-    ap.add_argument("--firn", default=os.environ.get("FIRN_BIN",
-                                                     REPO / "build/release/src/cli/firn"))
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--change-pct", type=float, default=10.0)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--spark", action="store_true", help="also time Spark (JVM start ~20 s)")
-    ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args()
-    if not a.uri:
-        raise SystemExit("--uri (or FIRN_TEST_PGURI) is required")
-    firn = Path(a.firn)
-    wd = a.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"firn-deletes-{os.getpid()}"
-    names = [n for n in a.variants.split(",") if n]
-    t0 = time.monotonic()
+def run_workload(a, firn: Path, wd: Path, names: list[str]) -> tuple[int, dict]:
+    """Source table, one firn destination per variant, the rounds of changes, the baseline.
+    Returns (rows changed, seconds of firn's catch-up runs per variant)."""
     setup_source(a.uri, a.rows)
     jobs = {n: firn_configs(a.uri, wd / n, n, "full_refresh_cdc", VARIANTS[n]) for n in names}
     sync_s = {n: 0.0 for n in names}
@@ -276,7 +259,45 @@ def main() -> None:
     base_args = firn_configs(a.uri, wd / "baseline", "baseline", "full_refresh",
                              {"format_version": 2})
     firn_sync(firn, base_args)
-    truth = source_truth(a.uri)
+    return changed, sync_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--uri", default=os.environ.get("FIRN_TEST_PGURI"))
+    ap.add_argument("--firn", default=os.environ.get("FIRN_BIN",
+                                                     REPO / "build/release/src/cli/firn"))
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--change-pct", type=float, default=10.0)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--spark", action="store_true", help="also time Spark (JVM start ~20 s)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="read the tables an earlier run left in --workdir again (no "
+                         "PostgreSQL needed: its row hash was saved there)")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    if not a.uri and not a.reuse:
+        raise SystemExit("--uri (or FIRN_TEST_PGURI) is required")
+    if a.reuse and not a.workdir:
+        raise SystemExit("--reuse needs --workdir")
+    firn = Path(a.firn)
+    wd = a.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"firn-deletes-{os.getpid()}"
+    names = [n for n in a.variants.split(",") if n]
+    t0 = time.monotonic()
+    if a.reuse:
+        saved = json.loads((wd / "truth.json").read_text())
+        truth = (tuple(saved["agg"]), saved["hash"])
+        a.rows, a.rounds, a.change_pct = saved["rows"], saved["rounds"], saved["change_pct"]
+        changed, sync_s = saved["changed"], saved["sync_s"]
+    else:
+        changed, sync_s = run_workload(a, firn, wd, names)
+        truth = source_truth(a.uri)
+        (wd / "truth.json").write_text(json.dumps(
+            {"agg": truth[0], "hash": truth[1], "rows": a.rows, "rounds": a.rounds,
+             "change_pct": a.change_pct, "changed": changed, "sync_s": sync_s}))
     spark = start_spark(wd) if a.spark else None
     report = {"rows": a.rows, "rounds": a.rounds, "change_pct": a.change_pct,
               "rows_changed": changed, "reps": a.reps, "variants": [],
