@@ -90,6 +90,8 @@ T_TEST(fold_last_change_wins)
     T_EQ_UINT(f.upsert_rows[0], 2);
     T_EQ_UINT(f.upsert_rows[1], 5);
     T_EQ_UINT(f.n_deletes, 2);
+    T_EQ_UINT(f.delete_rows[0], 3); /* the last change of each deleted key (its key columns) */
+    T_EQ_UINT(f.delete_rows[1], 7);
     T_EQ_UINT(f.n_keys, 4);
     /* Keys: 1, 2 (upserts) then 3, 4 (deletes); each is tag byte + 8-byte id. */
     static const int64_t expect[] = {1, 2, 3, 4};
