@@ -287,6 +287,8 @@ typedef struct firn_stream_config {
     char *filter;              /* SQL condition for backfill rows (OLake filter) */
     firn_commit_policy commit; /* resolved against the destination default */
     char *type_schema;         /* discovered JSON (OLake type_schema), compact text, or NULL */
+    char *selection;           /* its "selected_streams" entry as written (compact JSON), or
+                                * NULL: `firn discover` writes it back unchanged */
     firn_strlist supported_sync_modes;
     firn_strlist available_cursor_fields;
 } firn_stream_config;

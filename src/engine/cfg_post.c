@@ -165,7 +165,8 @@ void firn__cfg_destination_free(firn_destination_config *d)
 void firn__cfg_stream_free(firn_stream_config *s)
 {
     char **strs[] = {&s->namespace,        &s->name,         &s->cursor_field, &s->cursor_fallback,
-                     &s->target_namespace, &s->target_table, &s->filter,       &s->type_schema};
+                     &s->target_namespace, &s->target_table, &s->filter,       &s->type_schema,
+                     &s->selection};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         firn_free(*strs[i]);
     firn_strlist *lists[] = {&s->primary_key, &s->source_primary_key, &s->columns,

@@ -65,6 +65,8 @@ firn_rc firn__cfg_bind_selected(cfg_ctx *ctx, const json_t *v, void *base, firn_
             st->selected = true;
             st->namespace = firn_strdup(ns);
             rc = bind_entry(ctx, item_node, entry, st, err);
+            if (rc == FIRN_OK)
+                st->selection = firn__cfg_json_text(entry, JSON_COMPACT | JSON_PRESERVE_ORDER);
             firn__cfg_path_pop(ctx, old_i);
         }
         firn__cfg_path_pop(ctx, old);
@@ -463,6 +465,25 @@ static json_t *cursor_json(const firn_stream_config *st)
 
 static json_t *selection_json(const firn_stream_config *st)
 {
+    if (st->selection) {
+        /* The user's entry, options and spelling as they wrote them, plus what OLake's layout
+         * keeps in the "streams" entry (which firn writes without it). */
+        json_error_t jerr;
+        json_t *kept = json_loads(st->selection, 0, &jerr);
+        if (json_is_object(kept)) {
+            if (!json_object_get(kept, "sync_mode") && st->sync_mode)
+                json_object_set_new(kept, "sync_mode",
+                                    json_string(firn_sync_mode_name(st->sync_mode)));
+            if (!json_object_get(kept, "cursor_field") && st->cursor_field)
+                json_object_set_new(kept, "cursor_field", cursor_json(st));
+            if (!json_object_get(kept, "target_table") &&
+                !json_object_get(kept, "destination_table") && st->target_table &&
+                strcmp(st->target_table, st->name) != 0)
+                json_object_set_new(kept, "target_table", json_string(st->target_table));
+            return kept;
+        }
+        json_decref(kept);
+    }
     json_t *o = json_object();
     json_object_set_new(o, "stream_name", json_string(st->name));
     if (st->sync_mode)

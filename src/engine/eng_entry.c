@@ -52,6 +52,53 @@ static bool wants_cdc(const firn_config *cfg)
     return !cfg->has_streams && cfg->source.update_method != FIRN_UPDATE_STANDALONE;
 }
 
+/* When firn is to create the publication: CREATE PUBLICATION ... FOR TABLE needs a superuser
+ * or the owner of every table (the CREATE privilege is not enough); names the tables the
+ * source user cannot publish. */
+static firn_rc check_publication_owner(const firn_config *cfg, firn_pg_conn *c, firn_err *err)
+{
+    const firn_source_config *src = &cfg->source;
+    if (!src->create_publication || !cfg->has_streams || strchr(src->publication, '\''))
+        return FIRN_OK;
+    firn_buf q;
+    firn_buf_init(&q, 1 << 20);
+    firn_rc_ignore(firn_buf_appendf(
+        &q,
+        "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '%s') OR "
+        "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN '' ELSE "
+        "coalesce((SELECT left(string_agg(format('%%I.%%I', n.nspname, c.relname), ', '), 150) "
+        "FROM "
+        "pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT "
+        "pg_has_role(c.relowner, 'USAGE') AND (n.nspname, c.relname) IN (('', '')",
+        src->publication));
+    for (size_t i = 0; i < cfg->streams.count; i++) {
+        const firn_stream_config *s = &cfg->streams.items[i];
+        if (!s->selected ||
+            (s->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC && s->sync_mode != FIRN_SYNC_CDC_ONLY))
+            continue;
+        firn_rc_ignore(firn_buf_append_cstr(&q, ", ("));
+        for (int part = 0; part < 2; part++) {
+            const char *name = part ? s->name : s->namespace;
+            firn_rc_ignore(firn_buf_append_cstr(&q, part ? ", '" : "'"));
+            for (const char *p = name ? name : ""; *p; p++)
+                firn_rc_ignore(firn_buf_append(&q, *p == '\'' ? "''" : p, *p == '\'' ? 2 : 1));
+            firn_rc_ignore(firn_buf_append_cstr(&q, "'"));
+        }
+        firn_rc_ignore(firn_buf_append_cstr(&q, ")"));
+    }
+    firn_rc_ignore(firn_buf_append_cstr(&q, ")), '') END"));
+    char v[200];
+    firn_rc rc = firn_pg_conn_query_value(c, (const char *)q.data, v, sizeof(v), err);
+    firn_buf_deinit(&q);
+    if (rc == FIRN_OK && v[0])
+        rc = firn_err_set(err, FIRN_ERR_PERMISSION,
+                          "publication \"%s\" does not exist and the source user cannot create "
+                          "it: it does not own %s; have the owner or a superuser run CREATE "
+                          "PUBLICATION, or set an existing \"publication\"",
+                          src->publication, v);
+    return rc;
+}
+
 static firn_rc check_source(const firn_config *cfg, firn_err *err)
 {
     char *conninfo = NULL;
@@ -73,6 +120,8 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
             rc = firn_err_set(err, FIRN_ERR_PERMISSION,
                               "the source user lacks the REPLICATION attribute; run ALTER ROLE "
                               "<user> WITH REPLICATION");
+        if (rc == FIRN_OK)
+            rc = check_publication_owner(cfg, c, err);
     }
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "source ok: %s", firn_pg_conn_describe(c));
@@ -191,6 +240,8 @@ static void describe_stream(firn_stream_config *st,
     st->sync_new_columns = old ? old->sync_new_columns : true;
     for (size_t k = 0; k < t->n_key; k++)
         firn_strlist_push(&st->source_primary_key, t->columns[t->key_columns[k]].name);
+    if (old && old->selection)
+        st->selection = firn_strdup(old->selection);
     if (old) {
         for (size_t k = 0; k < old->primary_key.count; k++)
             firn_strlist_push(&st->primary_key, old->primary_key.items[k]);

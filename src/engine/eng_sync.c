@@ -263,6 +263,32 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     firn_rc rc = firn_pg_conn_exec(e->sql, (const char *)b.data, err);
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "created publication \"%s\"", src->publication);
+    else if (err && strstr(err->msg, "SQLSTATE 42501")) {
+        /* CREATE PUBLICATION ... FOR TABLE needs ownership of every table, not just CREATE. */
+        const char *why = strstr(err->msg, "must be owner of ");
+        char cause[96];
+        snprintf(cause, sizeof(cause), "%s", why ? why : "permission denied");
+        char *paren = strstr(cause, " (SQLSTATE");
+        if (paren)
+            *paren = '\0';
+        const char *stmt = (const char *)b.data;
+        char head[FIRN_ERR_MSG_MAX];
+        int n = snprintf(head, sizeof(head),
+                         "could not create publication \"%s\" (%s): only the tables' owner or a "
+                         "superuser can; have one run: ",
+                         src->publication, cause);
+        if (n > 0 && (size_t)n + strlen(stmt) < sizeof(head))
+            rc = firn_err_set(err, FIRN_ERR_PERMISSION, "%s%s", head, stmt);
+        else {
+            FIRN_LOG(FIRN_LOG_WARN, "engine", "publication \"%s\" is missing; create it with: %s",
+                     src->publication, stmt);
+            rc = firn_err_set(err, FIRN_ERR_PERMISSION,
+                              "could not create publication \"%s\" (%s): only the tables' owner "
+                              "or a superuser can; have one run the CREATE PUBLICATION in the "
+                              "warning above",
+                              src->publication, cause);
+        }
+    }
     firn_buf_deinit(&b);
     return rc;
 }

@@ -119,8 +119,12 @@ def test_discover_keeps_selections(pg, pg_db, firn_bin, tmp_path):
         assert set(orders["stream"]["available_cursor_fields"]) == {"id", "placed", "total"}
 
         # The user edits the file: drops refunds, changes orders' options.
+        edited_orders = {"stream_name": "orders", "sync_mode": "cdc_only",
+                         "partition": ["month(placed)"], "destination_table": "orders_v2",
+                         "filter": "id > 0", "commit": {"interval_seconds": 2.5},
+                         "soft_delete": False, "cursor_field": "placed:id"}
         doc["selected_streams"]["public"] = [
-            {"stream_name": "orders", "sync_mode": "cdc_only", "partition": ["month(placed)"]},
+            edited_orders,
             {"stream_name": "notes", "sync_mode": "full_refresh", "append_mode": True},
         ]
         fe.streams.write_text(json.dumps(doc, indent=2))
@@ -133,8 +137,7 @@ def test_discover_keeps_selections(pg, pg_db, firn_bin, tmp_path):
             {"orders", "notes", "refunds", "added_later"}
         sel = selected(doc2)
         assert set(sel) == {"orders", "notes"}, sel
-        assert sel["orders"]["sync_mode"] == "cdc_only"
-        assert sel["orders"]["partition"] == ["month(placed)"]
+        assert sel["orders"] == edited_orders  # every option, spelled as the user wrote it
         assert sel["notes"]["sync_mode"] == "full_refresh"
         assert sel["notes"].get("append_mode") is True
 
@@ -142,4 +145,4 @@ def test_discover_keeps_selections(pg, pg_db, firn_bin, tmp_path):
         fe.write_destination()
         fe.sync()
         tables = {t for _, t in fe.catalog().list_tables("e2e")}
-        assert tables == {"orders", "notes"}
+        assert tables == {"orders_v2", "notes"}

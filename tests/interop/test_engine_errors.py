@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,27 @@ def test_missing_publication(fe, pg):
     fe.write_source(pg, publication="no_such_pub", create_publication=False)
     line = one_error(run(fe, "sync", *fe.sync_args), 3)
     assert "no_such_pub" in line, line
+
+
+def test_publication_needs_table_owner(fe, pg, pg_db):
+    """CREATE PUBLICATION ... FOR TABLE needs the tables' owner: a role with REPLICATION, SELECT
+    and CREATE on the database is told so by `check` and by `sync`, with the remedy."""
+    role = "firn_nonowner_" + uuid.uuid4().hex[:6]
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN REPLICATION")
+        conn.execute(f"GRANT SELECT ON t TO {role}")
+        conn.execute(f'GRANT CREATE ON DATABASE "{pg_db}" TO {role}')
+    fe.write_source(pg, username=role)
+    line = one_error(run(fe, "check", "--source", str(fe.source), "--streams", str(fe.streams)), 3)
+    assert "cannot create it" in line and "public.t" in line, line
+    line = one_error(run(fe, "sync", *fe.sync_args), 3)
+    assert "could not create publication" in line and "must be owner of table t" in line, line
+    assert line.endswith('CREATE PUBLICATION "firn_e2e" FOR TABLE "public"."t" '
+                         "WITH (publish_via_partition_root = true)"), line
+    with pg.connect(dbname=pg_db) as conn:  # nothing was published, no slot was made
+        assert conn.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE database = %s",
+                            (pg_db,)).fetchone()[0] == 0
 
 
 @pytest.fixture(scope="module")
