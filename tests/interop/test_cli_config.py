@@ -162,10 +162,14 @@ def test_secrets_never_printed(firn_bin, tmp_path):
 def test_good_files_reach_the_engine(firn_bin, tmp_path):
     """Valid OLake and firn files load; the command then fails only in the engine."""
     for prefix in ("olake", "firn"):
-        proc = run(firn_bin, "sync", "--source", str(DATA / f"{prefix}_source.json"),
-                   "--destination", str(DATA / f"{prefix}_destination.json"),
-                   "--streams", str(DATA / f"{prefix}_streams.json"),
-                   "--state", str(DATA / f"{prefix}_state.json"), "--log", "error")
+        # copies: sync writes its state and stats files next to the state file
+        files = {}
+        for kind in ("source", "destination", "streams", "state"):
+            files[kind] = tmp_path / prefix / f"{kind}.json"
+            files[kind].parent.mkdir(exist_ok=True)
+            files[kind].write_bytes((DATA / f"{prefix}_{kind}.json").read_bytes())
+        proc = run(firn_bin, "sync", *(a for k, p in files.items() for a in (f"--{k}", str(p))),
+                   "--log", "error")
         assert proc.returncode in (0, 1, 3, 4), proc.stderr
         assert "pg-secret-123" not in proc.stdout + proc.stderr
         if proc.returncode == 1:
