@@ -571,5 +571,17 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(ctx, err, "\"memory_limit\" must be at least 16MiB");
     if (d->index_memory_limit_bytes < (4u << 20))
         return firn__cfg_fail(ctx, err, "\"index_memory_limit\" must be at least 4MiB");
+    /* Both budgets are memory firn may really use: more than the machine has is a typo. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    uint64_t phys = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    if (phys && d->memory_limit_bytes > phys)
+        return firn__cfg_fail(ctx, err,
+                              "\"memory_limit\" is larger than this machine's memory (%llu MiB)",
+                              (unsigned long long)(phys >> 20));
+    if (phys && d->index_memory_limit_bytes > phys)
+        return firn__cfg_fail(ctx, err,
+                              "\"index_memory_limit\" is larger than this machine's memory (%llu "
+                              "MiB)",
+                              (unsigned long long)(phys >> 20));
     return choose_format(ctx, d, err);
 }

@@ -131,10 +131,35 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
         return fail(FIRN_FAULT_SOURCE,
                     firn_err_set(err, FIRN_ERR_NOT_FOUND, "source table \"%s.%s\" does not exist",
                                  s->namespace, s->name));
-    if (s->primary_key.count)
+    if (s->primary_key.count) {
         FIRN_TRY(fail(FIRN_FAULT_CONFIG,
                       firn_pg_table_set_key(pg, (const char *const *)s->primary_key.items,
                                             s->primary_key.count, err)));
+        /* A NULL key would stop every run at the change that brings it (Iceberg identifier
+         * fields are required): refuse before anything is written. */
+        for (size_t k = 0; k < pg->n_key && !s->append_mode; k++) {
+            const firn_pg_column *col = &pg->columns[pg->key_columns[k]];
+            if (!col->not_null)
+                return fail(FIRN_FAULT_CONFIG,
+                            firn_err_set(err, FIRN_ERR_CONFIG,
+                                         "stream \"%s.%s\": primary_key column \"%s\" allows "
+                                         "NULL; run ALTER TABLE %s ALTER COLUMN \"%s\" SET NOT "
+                                         "NULL, or pick NOT NULL columns",
+                                         s->namespace, s->name, col->name, pg->qualified,
+                                         col->name));
+        }
+    }
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *o = e->tables[i];
+        if (strcmp(o->ns, s->target_namespace) == 0 && strcmp(o->name, s->target_table) == 0)
+            return fail(FIRN_FAULT_CONFIG,
+                        firn_err_set(err, FIRN_ERR_CONFIG,
+                                     "streams \"%s.%s\" and \"%s.%s\" both write table "
+                                     "\"%s.%s\"; give one a target_table, or use {schema} in "
+                                     "the destination's namespace",
+                                     o->stream->namespace, o->stream->name, s->namespace, s->name,
+                                     o->ns, o->name));
+    }
     firn__table *t = firn_calloc(1, sizeof(*t));
     e->tables = firn_reallocarray(e->tables, e->n_tables + 1, sizeof(*e->tables));
     e->tables[e->n_tables++] = t;

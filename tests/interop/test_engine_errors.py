@@ -208,3 +208,34 @@ def test_slot_in_use_by_another_firn(fe):
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=30) == 0
+
+
+# ---- stream and budget mistakes found by hostile testing --------------------------------------
+
+def test_nullable_primary_key_override(fe, pg, pg_db):
+    """A primary_key override on a column that allows NULL is refused before anything is
+    written (a NULL key would stop every later run at the change that brings it)."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE nk (u int UNIQUE, w text); ALTER TABLE nk REPLICA IDENTITY FULL")
+    fe.write_streams([("nk", {"primary_key": ["u"]})])
+    line = one_error(run(fe, "sync", *fe.sync_args), 2)
+    assert 'primary_key column "u" allows NULL' in line and "SET NOT NULL" in line, line
+    assert not fe.catalog_db.exists() or not fe.catalog().list_namespaces(), "a table was created"
+
+
+def test_two_streams_one_target(fe, pg, pg_db):
+    """Two source tables that would land in one Iceberg table are a configuration error."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE SCHEMA other; CREATE TABLE other.t (id int PRIMARY KEY, v text)")
+    doc = {"selected_streams": {"public": [{"stream_name": "t"}], "other": [{"stream_name": "t"}]}}
+    fe.streams.write_text(json.dumps(doc))
+    fe.write_destination(namespace="same")
+    line = one_error(run(fe, "sync", *fe.sync_args), 2)
+    assert 'both write table "same.t"' in line and "target_table" in line, line
+
+
+@pytest.mark.parametrize("key", ["index_memory_limit", "memory_limit"])
+def test_memory_budget_beyond_the_machine(fe, key):
+    fe.write_destination(**{key: "18446744073709551615"})
+    line = one_error(run(fe, "sync", *fe.sync_args), 2)
+    assert f'"{key}"' in line and "larger than this machine's memory" in line, line
