@@ -335,12 +335,14 @@ static firn_rc append_tuple(
     cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_pgo_tuple *tup, firn_op op, firn_err *err)
 {
     firn__table *t = m->table;
-    firn_column *cols[1024];
+    /* PostgreSQL's own limit (MaxTupleAttributeNumber): every table it can hold fits. */
+    enum { MAX_TUPLE_COLUMNS = 1664 };
+    firn_column *cols[MAX_TUPLE_COLUMNS];
     size_t n = tup->n_cols < m->n_cols ? tup->n_cols : m->n_cols;
-    if (n > 1024)
-        return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "table \"%s\" has more than 1024 columns",
-                            t->display);
-    bool seen[1024] = {false};
+    if (n > MAX_TUPLE_COLUMNS || t->pg->n_columns > MAX_TUPLE_COLUMNS)
+        return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "table \"%s\" has more than %d columns",
+                            t->display, MAX_TUPLE_COLUMNS);
+    bool seen[MAX_TUPLE_COLUMNS] = {false};
     bool unchanged = false;
     for (size_t i = 0; i < n; i++) {
         if (m->batch_col[i] < 0) { /* dropped from the source since: not written */
@@ -449,9 +451,8 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     if (rc == FIRN_OK && firn_batch_rows(t->buf) % 4096 == 0)
         rc = check_memory(c, err);
     else if (rc)
-        firn_err_context(err, "while decoding a change of table \"%s\" at LSN %X/%X",
-                         t->pg->qualified, (unsigned)(c->txn_commit_lsn >> 32),
-                         (unsigned)c->txn_commit_lsn);
+        firn_err_context(err, "while decoding a change of table %s at LSN %X/%X", t->pg->qualified,
+                         (unsigned)(c->txn_commit_lsn >> 32), (unsigned)c->txn_commit_lsn);
     return rc;
 }
 

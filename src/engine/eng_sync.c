@@ -180,12 +180,12 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
     t->soft_delete = t->upsert && s->soft_delete;
     if (s->soft_delete && !t->upsert)
         FIRN_LOG(FIRN_LOG_WARN, "engine",
-                 "table \"%s\" is written in append mode, where every delete is already a row: "
+                 "table %s is written in append mode, where every delete is already a row: "
                  "soft_delete has no effect",
                  pg->qualified);
     if (!s->append_mode && !t->upsert)
         FIRN_LOG(FIRN_LOG_WARN, "engine",
-                 "table \"%s\" has no primary key: written in append mode (set primary_key in "
+                 "table %s has no primary key: written in append mode (set primary_key in "
                  "the streams file for upserts%s)",
                  pg->qualified,
                  eq ? ", or REPLICA IDENTITY FULL for equality deletes on every column" : "");

@@ -239,3 +239,24 @@ def test_memory_budget_beyond_the_machine(fe, key):
     fe.write_destination(**{key: "18446744073709551615"})
     line = one_error(run(fe, "sync", *fe.sync_args), 2)
     assert f'"{key}"' in line and "larger than this machine's memory" in line, line
+
+
+def test_table_with_1500_columns_streams_changes(fe, pg, pg_db):
+    """PostgreSQL allows 1600 columns; changes of such a table decode (they stopped every run
+    past 1024 columns)."""
+    cols = ", ".join(f"c{i} int" for i in range(1500))
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(f"CREATE TABLE w (id int PRIMARY KEY, {cols})")
+        conn.execute("INSERT INTO w (id, c0, c1499) VALUES (1, 10, 11), (2, 20, 21)")
+    fe.write_streams(["w"])
+    assert fe.sync().returncode == 0
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("UPDATE w SET c700 = 7, c1499 = 99 WHERE id = 2")
+        conn.execute("INSERT INTO w (id, c1) VALUES (3, 5)")
+        conn.execute("DELETE FROM w WHERE id = 1")
+    proc = fe.sync()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = sorted(fe.pyiceberg_arrow("w").select(["id", "c0", "c1", "c700", "c1499"]).to_pylist(),
+                 key=lambda r: r["id"])
+    assert got == [{"id": 2, "c0": 20, "c1": None, "c700": 7, "c1499": 99},
+                   {"id": 3, "c0": None, "c1": 5, "c700": None, "c1499": None}], got
