@@ -48,19 +48,20 @@ void firn__delfiles_forget(firn__table *t, const char *path)
     }
 }
 
-/* Tracked delete files per data file ordinal. */
+/* Tracked delete files that delete from one data file only, per data file ordinal. */
 static uint32_t *count_refs(const firn__table *t)
 {
     uint32_t *refs = firn_calloc(t->n_files ? t->n_files : 1, sizeof(uint32_t));
     for (size_t i = 0; i < t->n_delfiles; i++) {
-        for (size_t k = 0; k < t->delfiles[i].n_ords; k++)
-            refs[t->delfiles[i].ords[k]]++;
+        if (t->delfiles[i].n_ords == 1)
+            refs[t->delfiles[i].ords[0]]++;
     }
     return refs;
 }
 
-/* A delete file is consolidated when it is the only one of its single data file, which is live
- * (a file of rows of data files no longer live is dangling: the next consolidation drops it). */
+/* A delete file is consolidated when it deletes from one live data file and is the only such
+ * file of it (a file of rows of data files no longer live is dangling: the next consolidation
+ * drops it). Files deleting from several data files never are. */
 static bool consolidated(const firn__table *t, const firn__delfile *d, const uint32_t *refs)
 {
     return d->n_ords == 1 && refs[d->ords[0]] == 1 && !t->dv_files[d->ords[0]].gone;
@@ -83,20 +84,26 @@ bool firn__consolidate_due(const firn__table *t, const firn__posdel *dels, size_
     firn__posdel *d = firn_memdup(dels, n_dels * sizeof(*dels));
     qsort(d, n_dels, sizeof(*d), cmp_posdel_group);
     uint32_t *refs = count_refs(t);
-    for (size_t i = 0; i < n_dels; i++) {
-        if (i == 0 || d[i].group != d[i - 1].group || d[i].ord != d[i - 1].ord)
-            refs[d[i].ord]++;
-    }
     int64_t loose = 0;
-    for (size_t i = 0; i < t->n_delfiles; i++)
-        loose += !consolidated(t, &t->delfiles[i], refs);
+    size_t n_groups = 0;
+    uint32_t *single = firn_calloc(n_dels, sizeof(uint32_t)); /* ordinal of one-file groups */
     for (size_t i = 0; i < n_dels;) {
         size_t j = i, n_ords = 0;
         for (; j < n_dels && d[j].group == d[i].group; j++)
             n_ords += j == i || d[j].ord != d[j - 1].ord;
-        loose += n_ords != 1 || refs[d[i].ord] != 1;
+        if (n_ords == 1) {
+            refs[d[i].ord]++;
+            single[n_groups++] = d[i].ord;
+        } else {
+            loose++;
+        }
         i = j;
     }
+    for (size_t i = 0; i < n_groups; i++)
+        loose += refs[single[i]] != 1;
+    for (size_t i = 0; i < t->n_delfiles; i++)
+        loose += !consolidated(t, &t->delfiles[i], refs);
+    firn_free(single);
     firn_free(refs);
     firn_free(d);
     return loose >= after;
