@@ -484,6 +484,7 @@ static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
     const int64_t started = firn_monotonic_ns();
     FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
     t->flush_ns = started;
+    t->txn_rows0 = 0;
     return FIRN_OK;
 }
 
@@ -549,6 +550,7 @@ static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
             continue;
         firn__table *t = m->table;
         firn_batch_reset(t->buf);
+        t->txn_rows0 = 0;
         /* The position stays where it was: this transaction and the earlier ones whose rows
          * were just dropped are read again after a restart, the TRUNCATE included. */
         if (firn_table_metadata_current_snapshot(t->cat.metadata))
@@ -569,6 +571,8 @@ static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
     switch (ev->type) {
     case FIRN_PGO_BEGIN:
         c->in_txn = true;
+        for (size_t i = 0; i < c->e->n_tables; i++)
+            c->e->tables[i]->txn_rows0 = firn_batch_rows(c->e->tables[i]->buf);
         c->txn_commit_lsn = ev->commit_lsn;
         c->txn_commit_us = ev->commit_time_us;
         return FIRN_OK;
@@ -716,6 +720,25 @@ static void stats_tick(firn__engine *e)
     firn__stats_write(e, "cdc", false);
 }
 
+/* A stop requested inside a transaction (a long one can take minutes to read): tables holding
+ * none of its rows commit what they buffer; the others commit nothing, and the slot is
+ * acknowledged only up to what is committed, so the transaction and the ones their buffers
+ * held are read again on the next start. */
+static firn_rc stop_mid_txn(cdc *c, firn_err *err)
+{
+    firn__engine *e = c->e;
+    FIRN_LOG(FIRN_LOG_INFO, "engine",
+             "stop requested inside the transaction committed at %X/%X: it is read again on the "
+             "next start",
+             (unsigned)(c->txn_commit_lsn >> 32), (unsigned)c->txn_commit_lsn);
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (t->cdc && firn_batch_rows(t->buf) == t->txn_rows0)
+            FIRN_TRY(flush_table(c, t, err));
+    }
+    return acknowledge(c, err);
+}
+
 static bool stop_requested(const firn__engine *e)
 {
     return e->opts && e->opts->stop && *e->opts->stop;
@@ -737,12 +760,10 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
                  (unsigned)(c.target_lsn >> 32), (unsigned)c.target_lsn);
     while (rc == FIRN_OK) {
         if (stop_requested(e)) {
-            if (!c.in_txn) {
-                rc = flush_all(&c, err);
-                if (rc == FIRN_OK)
-                    rc = FIRN_ERR_CANCELLED;
-                break;
-            }
+            rc = c.in_txn ? stop_mid_txn(&c, err) : flush_all(&c, err);
+            if (rc == FIRN_OK)
+                rc = FIRN_ERR_CANCELLED;
+            break;
         }
         stats_tick(e);
         firn_pgo_event ev;

@@ -384,6 +384,7 @@ typedef struct firn__table {
                                    its schema was read) */
     uint64_t changes_read;      /* CDC changes appended to buf (stats file) */
     uint64_t commits;           /* snapshots committed by this run (stats file) */
+    size_t txn_rows0;           /* CDC: rows buffered before the transaction being read */
     int64_t flush_ns;  /* CDC: monotonic time of the table's last flush (or of the start) */
     uint64_t hold_lsn; /* CDC: with rows buffered, the end of the last transaction read before
                           the first of them: the slot may not be confirmed past it */
