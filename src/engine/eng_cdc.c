@@ -15,6 +15,7 @@
 #define CATCHUP_NEXT_MS    50
 #define CATCHUP_PROBE_MS   300 /* idle time before asking the server how far it decoded */
 #define CATCHUP_GIVE_UP_MS 60000
+#define STOP_TXN_GRACE_MS  2000 /* a stop waits this long for the transaction at hand to end */
 
 /* A relation of the stream mapped onto a synced table. */
 typedef struct rel_map {
@@ -746,6 +747,7 @@ static bool stop_requested(const firn__engine *e)
 
 firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
 {
+    int64_t stop_ns = 0;
     cdc c = {0};
     c.e = e;
     c.s = s;
@@ -759,7 +761,12 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
         FIRN_LOG(FIRN_LOG_DEBUG, "engine", "catch-up run: streaming up to WAL position %X/%X",
                  (unsigned)(c.target_lsn >> 32), (unsigned)c.target_lsn);
     while (rc == FIRN_OK) {
-        if (stop_requested(e)) {
+        if (stop_requested(e) && !stop_ns)
+            stop_ns = firn_monotonic_ns();
+        /* A stop finishes the transaction at hand unless that takes longer than
+         * STOP_TXN_GRACE_MS (a long transaction): then it is abandoned. */
+        if (stop_ns &&
+            (!c.in_txn || firn_monotonic_ns() - stop_ns >= STOP_TXN_GRACE_MS * 1000000LL)) {
             rc = c.in_txn ? stop_mid_txn(&c, err) : flush_all(&c, err);
             if (rc == FIRN_OK)
                 rc = FIRN_ERR_CANCELLED;
