@@ -177,6 +177,7 @@ def table_shape(tbl) -> dict:
 
 
 def read_variant(name: str, wd: Path, truth, reps: int, spark) -> dict:
+    print(f"bench: reading {name}", file=sys.stderr, flush=True)
     tbl = catalog(wd).load_table("b.t")
     meta = tbl.metadata_location
     out = {"variant": name, **table_shape(tbl)}
