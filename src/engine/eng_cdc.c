@@ -478,13 +478,22 @@ static firn_rc acknowledge(cdc *c, firn_err *err)
     return firn__engine_save_state(e, err);
 }
 
+static int64_t table_interval_ms(const cdc *c, const firn__table *t)
+{
+    const firn_sync_options *o = c->e->opts;
+    return o && o->commit_interval_ms ? o->commit_interval_ms : t->stream->commit.interval_ms;
+}
+
 /* The interval counts from the start of a flush, so commits come every interval (not every
- * interval plus the time a flush takes) while flushes are shorter than it. */
+ * interval plus the time a flush takes) while flushes are short; a flush longer than half the
+ * interval still leaves half an interval of reading before the next one, so slow flushes
+ * cannot shrink each commit to a transaction or two. */
 static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
 {
     const int64_t started = firn_monotonic_ns();
     FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
-    t->flush_ns = started;
+    const int64_t floor = firn_monotonic_ns() - table_interval_ms(c, t) * 1000000 / 2;
+    t->flush_ns = started > floor ? started : floor;
     t->txn_rows0 = 0;
     return FIRN_OK;
 }
@@ -503,12 +512,6 @@ static firn_rc flush_all(cdc *c, firn_err *err)
 
 /* t's commit policy (its stream's, which defaults to the destination's; the command line's
  * overrides win): due when it buffers max_bytes or holds rows older than the interval. */
-static int64_t table_interval_ms(const cdc *c, const firn__table *t)
-{
-    const firn_sync_options *o = c->e->opts;
-    return o && o->commit_interval_ms ? o->commit_interval_ms : t->stream->commit.interval_ms;
-}
-
 static bool table_due(const cdc *c, const firn__table *t, int64_t now_ns)
 {
     const firn_sync_options *o = c->e->opts;
