@@ -107,27 +107,6 @@ static bool text_decodes_as(uint32_t from, uint32_t to)
 
 /* True when the table keeps a column the source no longer has (dropped since; DESIGN.md
  * "Schema evolution"): its values in changes from before the drop are not written. */
-/* Whether the source table has column `name` today (catalog query, for Relation messages of
- * older WAL). */
-static firn_rc
-column_exists_now(cdc *c, const firn__table *t, const char *name, bool *out, firn_err *err)
-{
-    PGconn *pq = firn_pg_conn_pq(c->e->sql);
-    const char *params[2] = {t->pg->qualified, name};
-    PGresult *r = PQexecParams(pq,
-                               "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass "
-                               "AND attname = $2 AND attnum > 0 AND NOT attisdropped",
-                               2, NULL, params, NULL, NULL, 0);
-    firn_rc rc = FIRN_OK;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up column \"%s\" of %s: %s", name,
-                          t->pg->qualified, PQerrorMessage(pq));
-    else
-        *out = strcmp(PQgetvalue(r, 0, 0), "0") != 0;
-    PQclear(r);
-    return rc;
-}
-
 static bool dropped_column(const firn__table *t, const char *name)
 {
     for (size_t i = t->pg->n_columns; i < t->schema->n_children; i++) {
@@ -174,7 +153,8 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
             continue;
         bool exists = true;
         if (idx < 0)
-            FIRN_TRY(column_exists_now(c, m->table, rel->cols[i].name, &exists, err));
+            FIRN_TRY(firn__table_column_matches(m->table, rel->cols[i].name, "NOT attisdropped",
+                                                &exists, err));
         if (idx < 0 && !exists) {
             /* Added and dropped again before this run: never part of the table. */
             FIRN_LOG(FIRN_LOG_DEBUG, "engine",

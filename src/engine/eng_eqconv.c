@@ -21,17 +21,6 @@ typedef struct eq_group {
     int64_t max_seq;
 } eq_group;
 
-typedef struct range_ctx {
-    firn_io *io;
-    const char *path;
-} range_ctx;
-
-static firn_rc read_range(void *ctx, uint64_t offset, size_t len, firn_buf *out, firn_err *err)
-{
-    range_ctx *r = ctx;
-    return firn_io_read_range(r->io, r->path, offset, len, out, err);
-}
-
 /* spec id and partition tuple, as a key prefix. */
 static firn_rc part_prefix(const firn_data_file *f, firn_buf *out, firn_err *err)
 {
@@ -97,12 +86,13 @@ static firn_rc scan_keys(firn__table *t,
     uint32_t cols[32];
     for (size_t k = 0; k < sel->n_children; k++)
         cols[k] = (uint32_t)k;
-    range_ctx rc_ctx = {t->eng->io, f->file_path};
+    firn__file_range rc_ctx = {t->eng->io, f->file_path};
     firn_pq_reader *r = NULL;
     firn_batch *b = firn_batch_new(sel);
     firn_buf key;
     firn_buf_init(&key, 1 << 20);
-    firn_rc rc = firn_pq_reader_open(read_range, &rc_ctx, (uint64_t)f->file_size_in_bytes, &r, err);
+    firn_rc rc = firn_pq_reader_open(firn__file_range_read, &rc_ctx,
+                                     (uint64_t)f->file_size_in_bytes, &r, err);
     if (rc == FIRN_OK)
         rc = firn_pq_reader_select(r, sel, err);
     for (size_t g = 0; rc == FIRN_OK && g < firn_pq_reader_row_groups(r); g++) {

@@ -236,16 +236,17 @@ static firn_rc create_table(firn__table *t, firn_err *err)
     return rc;
 }
 
-/* Whether source column `name` of t has a DEFAULT (atthasdef) or a value PostgreSQL fills into
- * rows that existed when it was added (atthasmissing). */
-static firn_rc source_has_default(firn__table *t, const char *name, bool *out, firn_err *err)
+firn_rc firn__table_column_matches(
+    const firn__table *t, const char *name, const char *cond, bool *out, firn_err *err)
 {
     PGconn *pq = firn_pg_conn_pq(t->eng->sql);
     const char *params[2] = {t->pg->qualified, name};
-    PGresult *r = PQexecParams(pq,
-                               "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass "
-                               "AND attname = $2 AND attnum > 0 AND (atthasdef OR atthasmissing)",
-                               2, NULL, params, NULL, NULL, 0);
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2 "
+             "AND attnum > 0 AND (%s)",
+             cond);
+    PGresult *r = PQexecParams(pq, sql, 2, NULL, params, NULL, NULL, 0);
     firn_rc rc = FIRN_OK;
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
         rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up column \"%s\" of %s: %s", name,
@@ -269,7 +270,7 @@ static firn_rc note_defaults_added(firn__table *t, const firn_field *cur, firn_e
         if (f->meta || child_named(cur, f->name))
             continue;
         bool has = false;
-        FIRN_TRY(source_has_default(t, f->name, &has, err));
+        FIRN_TRY(firn__table_column_matches(t, f->name, "atthasdef OR atthasmissing", &has, err));
         if (has)
             firn_strlist_push(&t->default_added, f->name);
     }
@@ -477,14 +478,9 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
 
 /* ---- index rebuild ------------------------------------------------------------------------ */
 
-typedef struct range_ctx {
-    firn_io *io;
-    const char *path;
-} range_ctx;
-
-static firn_rc read_range(void *ctx, uint64_t offset, size_t len, firn_buf *out, firn_err *err)
+firn_rc firn__file_range_read(void *ctx, uint64_t offset, size_t len, firn_buf *out, firn_err *err)
 {
-    range_ctx *r = ctx;
+    const firn__file_range *r = ctx;
     return firn_io_read_range(r->io, r->path, offset, len, out, err);
 }
 
@@ -605,13 +601,13 @@ static firn_rc open_reader(firn__table *t,
                            const char *path,
                            uint64_t size,
                            const firn_field *select,
-                           range_ctx *rc_ctx,
+                           firn__file_range *rc_ctx,
                            firn_pq_reader **out,
                            firn_err *err)
 {
     rc_ctx->io = t->eng->io;
     rc_ctx->path = path;
-    FIRN_TRY(firn_pq_reader_open(read_range, rc_ctx, size, out, err));
+    FIRN_TRY(firn_pq_reader_open(firn__file_range_read, rc_ctx, size, out, err));
     firn_rc rc = firn_pq_reader_select(*out, select, err);
     if (rc) {
         firn_pq_reader_free(*out);
@@ -628,7 +624,7 @@ load_position_deletes(firn__table *t, const firn_data_file *f, dead_set *dead, f
     firn_field_add(sel, firn_field_new(2147483546, "file_path", FIRN_TYPE_STRING, true));
     firn_field_add(sel, firn_field_new(2147483545, "pos", FIRN_TYPE_LONG, true));
     firn_batch *b = firn_batch_new(sel);
-    range_ctx ctx;
+    firn__file_range ctx;
     firn_pq_reader *r = NULL;
     dead->dels = firn_reallocarray(dead->dels, dead->n_dels + 1, sizeof(*dead->dels));
     seen_delfile *seen = &dead->dels[dead->n_dels++];
@@ -718,7 +714,7 @@ index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_e
     for (size_t k = 0; k < t->n_key; k++)
         cols[k] = (uint32_t)k;
     firn_batch *b = firn_batch_new(sel);
-    range_ctx ctx;
+    firn__file_range ctx;
     firn_pq_reader *r = NULL;
     firn_buf key;
     firn_buf_init(&key, 1 << 20);

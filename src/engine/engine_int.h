@@ -426,6 +426,24 @@ bool firn__table_backfill_is_last(const firn__table *t);
 void firn__table_restart_backfill(firn__table *t);
 /** Frees what t owns (not t's borrowed stream and pg table). */
 void firn__table_deinit(firn__table *t);
+/** Sets *out to whether source column `name` of t satisfies `cond`, an SQL condition on
+ * pg_attribute (e.g. "NOT attisdropped", "atthasdef OR atthasmissing"; a constant of the
+ * caller, never user input). One catalog query on the engine's SQL connection; FIRN_ERR_SOURCE
+ * naming the column when it fails. */
+firn_rc firn__table_column_matches(
+    const firn__table *t, const char *name, const char *cond, bool *out, firn_err *err);
+
+/** One file of the table's FileIO as firn_pq_reader_open's ranged source: io and path are
+ * borrowed and must outlive the reader. */
+typedef struct firn__file_range {
+    firn_io *io;
+    const char *path;
+} firn__file_range;
+
+/** firn_pq_reader_open's read callback over a firn__file_range (ctx): len bytes at offset
+ * (bytes) into out; the errors of firn_io_read_range. */
+firn_rc firn__file_range_read(void *ctx, uint64_t offset, size_t len, firn_buf *out, firn_err *err);
+
 /** Rebuilds t's key index from the key columns of every live data file of the current
  * snapshot minus its position deletes. */
 FIRN_MUST_CHECK firn_rc firn__table_rebuild_index(firn__table *t, firn_err *err);
