@@ -288,7 +288,7 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     firn_rc rc = firn_pg_conn_exec(e->sql, (const char *)b.data, err);
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "created publication \"%s\"", src->publication);
-    else if (err && strstr(err->msg, "SQLSTATE 42501")) {
+    else if (rc == FIRN_ERR_PERMISSION && err) {
         /* CREATE PUBLICATION ... FOR TABLE needs ownership of every table, not just CREATE. */
         const char *why = strstr(err->msg, "must be owner of ");
         char cause[96];

@@ -468,7 +468,7 @@ static firn_rc run_chunk(worker *w, firn_pg_chunk *c, bool *retryable, firn_err 
     if (PQresultStatus(res) != PGRES_COPY_OUT) {
         rc = firn__pg_result_error(pq, res, err, "COPY failed");
         PQclear(res);
-        *retryable = true;
+        *retryable = rc != FIRN_ERR_PERMISSION; /* a missing grant stays missing */
         return rc;
     }
     PQclear(res);

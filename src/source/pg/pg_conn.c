@@ -206,6 +206,8 @@ firn_rc firn__pg_result_error(PGconn *pq, const PGresult *res, firn_err *err, co
     const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     firn_rc rc = PQstatus(pq) == CONNECTION_OK ? FIRN_ERR_SOURCE : FIRN_ERR_NETWORK;
+    if (state && strcmp(state, "42501") == 0) /* insufficient_privilege: retrying cannot help */
+        rc = FIRN_ERR_PERMISSION;
     if (primary) {
         firn__pg_one_line(primary, line, sizeof(line));
         return firn_err_set(err, rc, "%s: %s (SQLSTATE %s)", context, line, state ? state : "?");

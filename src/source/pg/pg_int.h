@@ -20,8 +20,9 @@
 #define FIRN_PG_SQL_MAX ((size_t)1 << 20)
 
 /** Records the error of a failed result (or of the connection when res is NULL) in err as one
- * line "<context>: <server message> (SQLSTATE xxxxx)"; returns the code (FIRN_ERR_SOURCE, or
- * FIRN_ERR_NETWORK when the connection is gone). */
+ * line "<context>: <server message> (SQLSTATE xxxxx)"; returns the code (FIRN_ERR_SOURCE;
+ * FIRN_ERR_PERMISSION for SQLSTATE 42501 insufficient_privilege; FIRN_ERR_NETWORK when the
+ * connection is gone). */
 firn_rc firn__pg_result_error(PGconn *pq, const PGresult *res, firn_err *err, const char *context);
 /** Runs a query expected to return rows (PGRES_TUPLES_OK); owned result in *out (PQclear). */
 FIRN_MUST_CHECK firn_rc firn__pg_query(firn_pg_conn *c,
