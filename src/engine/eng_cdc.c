@@ -323,7 +323,8 @@ static firn_rc append_tuple(
     if (n > MAX_TUPLE_COLUMNS || t->pg->n_columns > MAX_TUPLE_COLUMNS)
         return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "table \"%s\" has more than %d columns",
                             t->display, MAX_TUPLE_COLUMNS);
-    bool seen[MAX_TUPLE_COLUMNS] = {false};
+    bool seen[MAX_TUPLE_COLUMNS];
+    memset(seen, 0, t->pg->n_columns); /* only the columns read below, not 1664 per row */
     bool unchanged = false;
     for (size_t i = 0; i < n; i++) {
         if (m->batch_col[i] < 0) { /* dropped from the source since: not written */
