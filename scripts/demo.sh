@@ -12,11 +12,11 @@ PG_HANDLE=.firn/demo-pg
 say() { printf '\ndemo: %s\n' "$*"; }
 
 say "setting up the machine (scripts/setup.sh)"
-bash scripts/setup.sh >/dev/null
+bash scripts/setup.sh --demo >/dev/null
 
-say "building the release preset"
+say "building firn (release preset)"
 cmake --preset release >/dev/null
-cmake --build --preset release
+cmake --build --preset release --target firn
 FIRN=build/release/src/cli/firn
 [[ -x $FIRN ]] || {
     echo "demo: build finished but $FIRN is missing" >&2

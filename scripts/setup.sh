@@ -14,6 +14,8 @@
 #              $FIRN_CACHE/jars), FIRN_PYTHON (interpreter for the venv, default: python3, 3.10
 #              or newer), FIRN_SKIP_SPARK=1 (skip pyspark and the jars; the tests marked `spark`
 #              then fail, deselect them with -m 'not spark').
+# Options:     --demo: only what scripts/demo.sh needs (build tools and libraries, PostgreSQL,
+#              the venv with DuckDB and pyiceberg); no Java, object-storage servers or jars.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +37,20 @@ APT_PACKAGES=(
     # Spark 3.5 (the Spark interop tests) runs on Java 17.
     openjdk-17-jre-headless
 )
+
+DEMO_ONLY=0
+case ${1:-} in
+--demo) DEMO_ONLY=1 ;;
+"") ;;
+*) die "unknown option $1 (the only option is --demo)" ;;
+esac
+if ((DEMO_ONLY)); then
+    demo_packages=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+        [[ $pkg == openjdk-* ]] || demo_packages+=("$pkg")
+    done
+    APT_PACKAGES=("${demo_packages[@]}")
+fi
 
 CACHE_DIR=${FIRN_CACHE:-$HOME/.cache/firn}
 VENV=$CACHE_DIR/venv
@@ -198,6 +214,11 @@ install_spark_jars() {
 
 install_apt
 install_venv
+if ((DEMO_ONLY)); then
+    say "done (--demo); venv python: $VENV/bin/python"
+    echo "$VENV/bin/python"
+    exit 0
+fi
 # Object-storage test services (versitygw, fake-gcs-server), go-installed into $CACHE_DIR/bin.
 bash scripts/services.sh
 # The Iceberg REST catalog fixture (a Java 17 jar; tests/harness/rest_catalog.sh).

@@ -222,6 +222,31 @@ firn_rc firn_config_resolve(firn_config *cfg, firn_err *err)
     return FIRN_OK;
 }
 
+/* A state file that does not exist yet is written at the first commit: its folder must exist
+ * and be writable now, not only when the run ends with the rows already committed. */
+static firn_rc check_new_state_path(const char *path, firn_err *err)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "state file \"%s\": folder \"%s\" does not exist; create it or pass "
+                            "another --state",
+                            path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "state file \"%s\": cannot write in folder \"%s\": %s", path, dir,
+                            strerror(errno));
+    return FIRN_OK;
+}
+
 firn_rc firn_config_load(const firn_config_paths *paths, firn_config *cfg, firn_err *err)
 {
     firn_rc rc = FIRN_OK;
@@ -234,7 +259,7 @@ firn_rc firn_config_load(const firn_config_paths *paths, firn_config *cfg, firn_
     if (rc == FIRN_OK && paths->state) {
         if (access(paths->state, F_OK) == 0)
             rc = load_one(cfg, "state", paths->state, &cfg->state_path, err);
-        else
+        else if ((rc = check_new_state_path(paths->state, err)) == FIRN_OK)
             cfg->state_path = firn_strdup(paths->state); /* a first run starts empty */
     }
     if (rc == FIRN_OK)

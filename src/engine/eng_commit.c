@@ -590,8 +590,8 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     if (rc == FIRN_OK) {
         t->rows_written += f.n_upserts;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "table \"%s\": committed %zu rows, %zu deletes, %zu files, lsn %llu", t->display,
-                 f.n_upserts, o.n_dels, o.n_files, (unsigned long long)lsn);
+                 "table \"%s\": committed %zu rows, %zu deletes, %zu files, lsn %X/%X", t->display,
+                 f.n_upserts, o.n_dels, o.n_files, (unsigned)(lsn >> 32), (unsigned)lsn);
     }
     firn__dv_batch_free(&dvs);
     flush_out_free(&o);
@@ -629,8 +629,8 @@ static firn_rc flush_append(firn__table *t, uint64_t lsn, const firn_summary *ex
         rc = firn__table_commit(t, o.files, o.n_files, NULL, 0, false, lsn, extra, err);
     if (rc == FIRN_OK) {
         t->rows_written += firn_batch_rows(t->buf);
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu change rows, lsn %llu",
-                 t->display, firn_batch_rows(t->buf), (unsigned long long)lsn);
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu change rows, lsn %X/%X",
+                 t->display, firn_batch_rows(t->buf), (unsigned)(lsn >> 32), (unsigned)lsn);
     }
     flush_out_free(&o);
     return rc;

@@ -167,8 +167,8 @@ firn_rc firn__eqdel_flush(firn__table *t,
     if (rc == FIRN_OK) {
         t->rows_written += f.n_upserts;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "table \"%s\": committed %zu rows, %zu equality deletes, %zu files, lsn %llu",
-                 t->display, f.n_upserts, f.n_keys, n_files, (unsigned long long)lsn);
+                 "table \"%s\": committed %zu rows, %zu equality deletes, %zu files, lsn %X/%X",
+                 t->display, f.n_upserts, f.n_keys, n_files, (unsigned)(lsn >> 32), (unsigned)lsn);
     }
     for (size_t i = 0; i < n_files; i++)
         firn_data_file_deinit(&files[i]);

@@ -16,10 +16,13 @@
 
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* An LSN as PostgreSQL prints it (X/X); null for 0, "nothing yet". */
 static json_t *lsn_json(uint64_t lsn)
 {
-    char text[32];
-    snprintf(text, sizeof(text), "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
+    if (!lsn)
+        return json_null();
+    char text[18];
+    firn_lsn_format(lsn, text);
     return json_string(text);
 }
 
@@ -75,6 +78,9 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
                             json_integer((json_int_t)firn_batch_rows(t->buf)));
         json_object_set_new(o, "buffered_bytes",
                             json_integer((json_int_t)firn_batch_bytes(t->buf)));
+        /* the acknowledgement cannot pass the first transaction this table still buffers */
+        if (firn_batch_rows(t->buf))
+            json_object_set_new(o, "holds_acknowledgement_at", lsn_json(t->hold_lsn));
     }
     json_object_set_new(o, "committed_lsn", lsn_json(t->committed_lsn));
     const firn_stream_state *st =

@@ -145,6 +145,18 @@ def test_streams_mistake_in_sync(firn_bin, tmp_path):
                                      '"incremental" needs "cursor_field"')
 
 
+def test_state_folder_missing_is_refused_up_front(firn_bin, tmp_path):
+    """A state file that does not exist yet is fine, a folder that does not exist is not: it is
+    refused before anything is copied, not after the first commit."""
+    state = tmp_path / "nowhere" / "state.json"
+    proc = run(firn_bin, "sync", "--source", str(DATA / "firn_source.json"), "--destination",
+               str(DATA / "firn_destination.json"), "--streams",
+               str(DATA / "firn_streams.json"), "--state", str(state))
+    assert proc.returncode == 2
+    assert one_line(proc.stderr) == (f'firn: state file "{state}": folder "{state.parent}" does '
+                                     'not exist; create it or pass another --state')
+
+
 def test_secrets_never_printed(firn_bin, tmp_path):
     # A file with a mistake next to secrets, given inline and through the environment.
     path = write(tmp_path, "destination.json", json.dumps({"writer": {
