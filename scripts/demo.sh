@@ -35,7 +35,7 @@ psql -X -d "$FIRN_TEST_PGURI" -c "SELECT 'customers' AS table_name, count(*) AS 
 DEMO=.firn/demo
 WAREHOUSE=$PWD/$DEMO/warehouse
 mkdir -p "$DEMO"
-rm -rf "$WAREHOUSE" "$DEMO/catalog.db" "$DEMO/state.json" "$DEMO/streams.json"
+rm -rf "$WAREHOUSE" "$DEMO/catalog.db" "$DEMO/state.json" "$DEMO/streams.json" "$DEMO/index"
 psql -X -q -d "$FIRN_TEST_PGURI" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
     WHERE slot_name = 'firn_demo'" >/dev/null
 psql -X -q -d "$FIRN_TEST_PGURI" -c "DROP PUBLICATION IF EXISTS firn_demo" >/dev/null
@@ -60,7 +60,8 @@ cat >"$DEMO/destination.json" <<JSON
 {
   "catalog": {"type": "sql", "name": "firn", "uri": "sqlite:///$PWD/$DEMO/catalog.db",
               "warehouse": "file://$WAREHOUSE"},
-  "namespace": "demo_{schema}"
+  "namespace": "demo_{schema}",
+  "index_dir": "$PWD/$DEMO/index"
 }
 JSON
 ARGS=(--source "$DEMO/source.json" --destination "$DEMO/destination.json"

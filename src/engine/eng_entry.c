@@ -214,6 +214,21 @@ firn_rc firn__engine_check(const firn_config *cfg, firn_err *err)
 
 /* ---- discover ----------------------------------------------------------------------------- */
 
+/* The Iceberg schema firn creates for t (its source columns; the engine adds _firn_op and
+ * _firn_lsn), as JSON text (owned), or NULL if it cannot be encoded. */
+static char *discovered_schema_json(const firn_pg_table *t)
+{
+    firn_schema *s = firn_schema_new(0, firn_field_clone(t->schema));
+    firn_buf b;
+    firn_buf_init(&b, (size_t)64 << 20);
+    char *out = NULL;
+    if (firn_schema_to_json(s, &b, NULL) == FIRN_OK && b.data)
+        out = firn_strdup((const char *)b.data);
+    firn_buf_deinit(&b);
+    firn_schema_free(s);
+    return out;
+}
+
 static void describe_stream(firn_stream_config *st,
                             const firn_pg_table *t,
                             const firn_stream_config *old,
@@ -238,6 +253,7 @@ static void describe_stream(firn_stream_config *st,
     st->append_mode = old ? old->append_mode : t->n_key == 0;
     st->soft_delete = old && old->soft_delete;
     st->sync_new_columns = old ? old->sync_new_columns : true;
+    st->type_schema = discovered_schema_json(t);
     for (size_t k = 0; k < t->n_key; k++)
         firn_strlist_push(&st->source_primary_key, t->columns[t->key_columns[k]].name);
     if (old && old->selection)

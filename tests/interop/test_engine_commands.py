@@ -117,6 +117,12 @@ def test_discover_keeps_selections(pg, pg_db, firn_bin, tmp_path):
         orders = next(s for s in doc["streams"] if s["stream"]["name"] == "orders")
         assert orders["stream"]["source_defined_primary_key"] == ["id"]
         assert set(orders["stream"]["available_cursor_fields"]) == {"id", "placed", "total"}
+        # the Iceberg schema firn will create (field ids, types, nullability)
+        ts = orders["stream"]["type_schema"]
+        assert ts["type"] == "struct"
+        assert [(f["id"], f["name"], f["type"], f["required"]) for f in ts["fields"]] == [
+            (1, "id", "long", True), (2, "placed", "date", False),
+            (3, "total", "decimal(10, 2)", False)]
 
         # The user edits the file: drops refunds, changes orders' options.
         edited_orders = {"stream_name": "orders", "sync_mode": "cdc_only",
