@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Deletion vectors of format-v3 tables (DELETES.md §0, §4, §5.1): per commit one Puffin file with
- * one DV per touched data file, each merging the file's earlier DV and position deletes, which
+ * one DV per touched data file (one Puffin file per DV when DuckDB reads the table, see
+ * firn__dv_puffin_per_vector), each merging the file's earlier DV and position deletes, which
  * the commit removes; the deleted rows of every data file stay in memory with the location of
  * its live DV. */
 #include "engine_int.h"
@@ -79,6 +80,55 @@ static firn_rc puffin_location(const firn__write_ctx *w, char *out, size_t cap, 
     return FIRN_OK;
 }
 
+bool firn__dv_puffin_per_vector(const firn__table *t)
+{
+    uint32_t readers = t->eng->cfg->destination.readers;
+    return readers == 0 || (readers & FIRN_READER_DUCKDB) != 0;
+}
+
+/* Writes the DVs out->dead[from..to) into one Puffin file and appends their entries. */
+static firn_rc write_puffin(firn__table *t,
+                            const firn__write_ctx *w,
+                            firn__dv_batch *out,
+                            size_t from,
+                            size_t to,
+                            firn_data_file **files,
+                            size_t *n_files,
+                            firn_err *err)
+{
+    char path[4096];
+    char created_by[64];
+    snprintf(created_by, sizeof(created_by), "firn %s", FIRN_VERSION);
+    firn_puffin_writer *pw = firn_puffin_writer_new(created_by);
+    int64_t *offsets = firn_calloc(to - from, sizeof(int64_t));
+    int64_t *lengths = firn_calloc(to - from, sizeof(int64_t));
+    firn_buf bytes;
+    firn_buf_init(&bytes, FIRN_PUFFIN_MAX_BYTES);
+    firn_rc rc = puffin_location(w, path, sizeof(path), err);
+    for (size_t k = from; rc == FIRN_OK && k < to; k++)
+        rc = firn_puffin_writer_add_dv(pw, t->files[out->ords[k]].file_path, out->dead[k],
+                                       &offsets[k - from], &lengths[k - from], err);
+    if (rc == FIRN_OK)
+        rc = firn_puffin_writer_finish(pw, &bytes, err);
+    if (rc == FIRN_OK)
+        rc = firn_io_write_all(w->io, path, bytes.data, bytes.len, err);
+    for (size_t k = from; rc == FIRN_OK && k < to; k++) {
+        const firn_data_file *df = &t->files[out->ords[k]];
+        *files = firn_reallocarray(*files, *n_files + 1, sizeof(firn_data_file));
+        firn_data_file *f = &(*files)[(*n_files)++];
+        firn_data_file_init_dv(f, path, (int64_t)bytes.len, df->spec_id, df->file_path,
+                               offsets[k - from], lengths[k - from],
+                               (int64_t)firn_bitmap64_cardinality(out->dead[k]));
+        if (df->n_partition)
+            firn_data_file_set_partition(f, df->partition, df->n_partition);
+    }
+    firn_buf_deinit(&bytes);
+    firn_free(lengths);
+    firn_free(offsets);
+    firn_puffin_writer_free(pw);
+    return rc;
+}
+
 firn_rc firn__dv_write(firn__table *t,
                        const firn__write_ctx *w,
                        const firn__posdel *dels,
@@ -92,35 +142,11 @@ firn_rc firn__dv_write(firn__table *t,
     if (n_dels == 0)
         return FIRN_OK;
     merge_dead(t, dels, n_dels, out);
-    char path[4096];
-    char created_by[64];
-    snprintf(created_by, sizeof(created_by), "firn %s", FIRN_VERSION);
-    firn_puffin_writer *pw = firn_puffin_writer_new(created_by);
-    int64_t *offsets = firn_calloc(out->n, sizeof(int64_t));
-    int64_t *lengths = firn_calloc(out->n, sizeof(int64_t));
-    firn_buf bytes;
-    firn_buf_init(&bytes, FIRN_PUFFIN_MAX_BYTES);
-    firn_rc rc = puffin_location(w, path, sizeof(path), err);
+    if (!firn__dv_puffin_per_vector(t))
+        return write_puffin(t, w, out, 0, out->n, files, n_files, err);
+    firn_rc rc = FIRN_OK;
     for (size_t k = 0; rc == FIRN_OK && k < out->n; k++)
-        rc = firn_puffin_writer_add_dv(pw, t->files[out->ords[k]].file_path, out->dead[k],
-                                       &offsets[k], &lengths[k], err);
-    if (rc == FIRN_OK)
-        rc = firn_puffin_writer_finish(pw, &bytes, err);
-    if (rc == FIRN_OK)
-        rc = firn_io_write_all(w->io, path, bytes.data, bytes.len, err);
-    for (size_t k = 0; rc == FIRN_OK && k < out->n; k++) {
-        const firn_data_file *df = &t->files[out->ords[k]];
-        *files = firn_reallocarray(*files, *n_files + 1, sizeof(firn_data_file));
-        firn_data_file *f = &(*files)[(*n_files)++];
-        firn_data_file_init_dv(f, path, (int64_t)bytes.len, df->spec_id, df->file_path, offsets[k],
-                               lengths[k], (int64_t)firn_bitmap64_cardinality(out->dead[k]));
-        if (df->n_partition)
-            firn_data_file_set_partition(f, df->partition, df->n_partition);
-    }
-    firn_buf_deinit(&bytes);
-    firn_free(lengths);
-    firn_free(offsets);
-    firn_puffin_writer_free(pw);
+        rc = write_puffin(t, w, out, k, k + 1, files, n_files, err);
     return rc;
 }
 

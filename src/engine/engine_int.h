@@ -598,7 +598,13 @@ typedef struct firn__dv_batch {
 
 /** Frees what b owns (NULL accepted). */
 void firn__dv_batch_free(firn__dv_batch *b);
-/** Writes ONE Puffin file "<data_location>/<uuid>-dvs.puffin" holding a DV per data file touched
+/** True when each DV goes in a Puffin file of its own: when duckdb is among the readers (declared
+ * or the default set). DuckDB 1.5.5 with its external file cache on (the default) applies the
+ * first DV it read from a Puffin file to every data file whose DV is in that file
+ * (bench/README.md, "DuckDB and Puffin files with several vectors"). */
+bool firn__dv_puffin_per_vector(const firn__table *t);
+/** Writes one Puffin file "<data_location>/<uuid>-dvs.puffin" (one per DV when
+ * firn__dv_puffin_per_vector) holding a DV per data file touched
  * by dels (group = file ordinal): each merges the file's earlier deleted rows with the new
  * positions. Appends the DV entries (partition and spec of their data file, in the order of
  * out->ords) to *files / *n_files. Nothing for n_dels == 0. Errors from FileIO. */
