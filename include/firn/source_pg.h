@@ -275,17 +275,24 @@ firn_pg_copy *firn_pg_copy_new(const firn_pg_table *t, firn_batch *batch);
 /** Frees the decoder (NULL accepted). */
 void firn_pg_copy_free(firn_pg_copy *d);
 /** Feeds the next len bytes of the stream (any split; one CopyData message per call is typical).
- * Each complete tuple becomes one row (operation FIRN_OP_READ, position lsn) of the batch.
- * FIRN_ERR_PARSE on a bad signature, field count, length or value (the batch may then hold a
- * partial row: discard it); FIRN_ERR_PROTOCOL for data after the trailer. */
+ * Each complete tuple becomes one row (operation FIRN_OP_READ, position lsn) of the batch, but
+ * rows are staged in the decoder (up to 256) and reach the batch only at the next
+ * firn_pg_copy_flush or firn_pg_copy_finish, or when the stage is full or lsn changes.
+ * FIRN_ERR_PARSE on a bad signature, field count, length or value (the staged rows are then
+ * dropped and the batch may hold part of them: discard it); FIRN_ERR_PROTOCOL for data after
+ * the trailer. */
 FIRN_MUST_CHECK firn_rc
 firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, firn_err *err);
-/** Checks that the stream ended cleanly (trailer seen, nothing pending): FIRN_ERR_PARSE
- * otherwise. */
+/** Appends the rows staged by firn_pg_copy_feed to the batch (call before reading, flushing
+ * or re-targeting the batch). FIRN_ERR_INTERNAL when the batch's columns are uneven. */
+FIRN_MUST_CHECK firn_rc firn_pg_copy_flush(firn_pg_copy *d, firn_err *err);
+/** Flushes the staged rows, then checks that the stream ended cleanly (trailer seen, nothing
+ * pending): FIRN_ERR_PARSE otherwise. */
 FIRN_MUST_CHECK firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err);
 /** Decoding counters (borrowed). */
 const firn_pg_decode_stats *firn_pg_copy_stats(const firn_pg_copy *d);
-/** Re-targets the decoder at another (empty or partly filled) batch of the same schema. */
+/** Re-targets the decoder at another (empty or partly filled) batch of the same schema; no rows
+ * may be staged (firn_pg_copy_flush first). */
 void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch);
 /** Appends the SELECT list that matches the decoder for t ("\"a\", \"b\"::text, ...") to out.
  * text_cast columns read as the text of their type's output function, as pgoutput sends them

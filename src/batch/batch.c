@@ -464,6 +464,89 @@ static void fill_meta(firn_batch *b, firn_op op, uint64_t lsn, size_t at)
     }
 }
 
+/* Appends n copies of the len bytes at p to a string/binary column. */
+static void append_repeat_bytes(firn_column *c, const void *p, size_t len, size_t n)
+{
+    FIRN_ASSERT(!c->width && !c->n_children);
+    firn_rc rc = firn_buf_reserve(&c->data, len * n);
+    FIRN_ASSERT(rc == FIRN_OK); /* the engine flushes far below 4 GiB per column */
+    if (c->length + n + 1 > c->offsets_cap) {
+        while (c->length + n + 1 > c->offsets_cap)
+            c->offsets_cap *= 2;
+        c->offsets = firn_reallocarray(c->offsets, c->offsets_cap, sizeof(uint32_t));
+    }
+    validity_grow(c, c->length + n, false);
+    for (size_t i = 0; i < n; i++) {
+        rc = firn_buf_append(&c->data, p, len);
+        FIRN_ASSERT(rc == FIRN_OK);
+        size_t k = c->length + i;
+        FIRN_ASSERT(c->data.len <= UINT32_MAX);
+        c->offsets[k + 1] = (uint32_t)c->data.len;
+        if (c->validity)
+            c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+    }
+    c->length += n;
+}
+
+/* Appends n slots holding v to a 64-bit column. */
+static void append_repeat_i64(firn_column *c, int64_t v, size_t n)
+{
+    FIRN_ASSERT(c->width == 8);
+    int64_t *out = firn_column_append_fixed_n(c, n, NULL);
+    for (size_t i = 0; i < n; i++)
+        out[i] = v;
+}
+
+/* Appends n slots holding the time us (INT64_MIN: null) to a timestamp column. */
+static void append_repeat_time(firn_column *c, int64_t us, size_t n)
+{
+    if (us != INT64_MIN) {
+        append_repeat_i64(c, us, n);
+        return;
+    }
+    append_repeat_i64(c, 0, n);
+    validity_grow(c, c->length, true);
+    for (size_t k = c->length - n; k < c->length; k++)
+        c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
+    c->null_count += n;
+}
+
+/* fill_meta for rows [at, at + n), all of operation op at position lsn: one bulk append per
+ * metadata column. */
+static void fill_meta_n(firn_batch *b, firn_op op, uint64_t lsn, size_t at, size_t n)
+{
+    for (size_t i = 0; i < b->n_columns; i++) {
+        firn_column *c = b->columns[i];
+        if (c->field->meta == FIRN_META_NONE || c->length != at)
+            continue;
+        if (c->field->meta == FIRN_META_INGEST_TS && b->ingest_ts_us == INT64_MIN &&
+            b->ingest_now_us == INT64_MIN)
+            b->ingest_now_us = firn_now_us();
+        switch ((firn_meta_kind)c->field->meta) {
+        case FIRN_META_OP: {
+            char code = (char)op;
+            append_repeat_bytes(c, &code, 1, n);
+            break;
+        }
+        case FIRN_META_LSN:
+            append_repeat_i64(c, (int64_t)lsn, n);
+            break;
+        case FIRN_META_COMMIT_TS:
+            append_repeat_time(c, b->commit_ts_us, n);
+            break;
+        case FIRN_META_INGEST_TS:
+            append_repeat_time(c, b->ingest_ts_us != INT64_MIN ? b->ingest_ts_us : b->ingest_now_us,
+                               n);
+            break;
+        case FIRN_META_NULL:
+        case FIRN_META_NONE:
+            for (size_t k = 0; c->field->meta == FIRN_META_NULL && k < n; k++)
+                firn_column_append_null(c);
+            break;
+        }
+    }
+}
+
 const firn_field *firn_batch_schema(const firn_batch *b)
 {
     return b->schema;
@@ -508,8 +591,8 @@ firn_rc firn_batch_end_row(firn_batch *b, firn_op op, uint64_t lsn, firn_err *er
 
 firn_rc firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, firn_err *err)
 {
-    for (size_t k = 0; b->has_meta && k < n; k++)
-        fill_meta(b, op, lsn, b->rows + k);
+    if (b->has_meta && n > 0)
+        fill_meta_n(b, op, lsn, b->rows, n);
     for (size_t i = 0; i < b->n_columns; i++) {
         if (b->columns[i]->length != b->rows + n)
             return firn_err_set(err, FIRN_ERR_INTERNAL,

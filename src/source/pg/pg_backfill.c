@@ -262,6 +262,7 @@ typedef struct worker {
     const firn_pg_table *table; /* table of batch/decoder */
     firn_batch *batch;
     firn_pg_copy *copy;
+    size_t checked_rows; /* batch rows at the last batch_full check */
     firn_err err;
     char reconnect_msg[FIRN_ERR_MSG_MAX];
 } worker;
@@ -375,6 +376,7 @@ static firn_rc chunk_sql(const firn_pg_chunk *c, bool tid_ranges, firn_buf *sql)
 
 static void worker_set_table(worker *w, const firn_pg_table *t)
 {
+    w->checked_rows = 0;
     if (w->table == t) {
         firn_batch_reset(w->batch);
         return;
@@ -390,17 +392,23 @@ static firn_rc deliver(worker *w, const firn_pg_chunk *c, firn_err *err)
     /* Not serialized: the engine encodes Parquet in the worker that read the rows. */
     firn_rc rc = r->opts->on_batch(r->opts->ctx, c, w->batch, err);
     firn_batch_reset(w->batch);
+    w->checked_rows = 0;
     if (rc && err->code == FIRN_OK)
         firn_err_set(err, rc, "backfill batch callback failed");
     return rc;
 }
 
+/* The decoder adds rows a stage at a time: the batch is checked when its row count changed. */
 static bool batch_full(worker *w)
 {
     size_t rows = firn_batch_rows(w->batch);
+    if (rows == w->checked_rows)
+        return false;
+    size_t before = w->checked_rows;
+    w->checked_rows = rows;
     if (rows >= w->r->batch_rows)
         return true;
-    return rows % BYTES_CHECK_ROWS == 0 && rows > 0 &&
+    return rows / BYTES_CHECK_ROWS != before / BYTES_CHECK_ROWS &&
            firn_batch_bytes(w->batch) >= w->r->batch_bytes;
 }
 
@@ -511,6 +519,7 @@ static firn_rc chunk_with_retries(worker *w, firn_pg_chunk *c, firn_err *err)
             retryable = true;
         if (w->batch)
             firn_batch_reset(w->batch);
+        w->checked_rows = 0;
         if (!retryable || attempt >= r->max_retries || should_stop(r)) {
             if (c->key_range)
                 firn_err_context(err, "while reading chunk %u (keys %lld..%lld) of table %s%s",

@@ -26,7 +26,9 @@ struct firn_pg_copy {
     uint32_t ext_left;
     firn_buf pending;
     firn_pg_decode_stats stats;
-    firn_column **cols; /* the batch's column of each table column */
+    firn_column **cols;    /* the batch's column of each table column */
+    firn__pg_stage *stage; /* decoded rows not yet in the batch */
+    uint64_t stage_lsn;    /* their position */
 };
 
 static void bind_columns(firn_pg_copy *d)
@@ -47,6 +49,7 @@ firn_pg_copy *firn_pg_copy_new(const firn_pg_table *t, firn_batch *batch)
     d->batch = batch;
     d->cols = firn_calloc(t->n_columns ? t->n_columns : 1, sizeof(*d->cols));
     bind_columns(d);
+    d->stage = firn__pg_stage_new(t);
     firn_buf_init(&d->pending, COPY_PENDING_MAX);
     return d;
 }
@@ -56,12 +59,19 @@ void firn_pg_copy_free(firn_pg_copy *d)
     if (!d)
         return;
     firn_buf_deinit(&d->pending);
+    firn__pg_stage_free(d->stage);
     firn_free(d->cols);
     firn_free(d);
 }
 
+firn_rc firn_pg_copy_flush(firn_pg_copy *d, firn_err *err)
+{
+    return firn__pg_stage_flush(d->stage, d->batch, d->cols, d->stage_lsn, err);
+}
+
 void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch)
 {
+    FIRN_ASSERT(firn__pg_stage_rows(d->stage) == 0);
     d->batch = batch;
     bind_columns(d);
 }
@@ -124,26 +134,14 @@ tuple_extent(firn_pg_copy *d, const uint8_t *p, size_t len, size_t *out, firn_er
     return FIRN_OK;
 }
 
+/* Stages the tuple at p; the stage goes to the batch when it is full or the position changes. */
 static firn_rc decode_tuple(firn_pg_copy *d, const uint8_t *p, uint64_t lsn, firn_err *err)
 {
-    size_t pos = 2;
-    for (size_t i = 0; i < d->table->n_columns; i++) {
-        const firn_pg_column *col = &d->table->columns[i];
-        firn_column *out = d->cols[i];
-        int32_t n = (int32_t)rd_be32(p + pos);
-        pos += 4;
-        if (n == -1) {
-            firn_column_append_null(out);
-            continue;
-        }
-        firn_rc rc = firn_pg_value_decode(col->type, p + pos, (size_t)n, out, &d->stats, err);
-        if (rc) {
-            firn_err_context(err, "while decoding column \"%s\"", col->name);
-            return rc;
-        }
-        pos += (size_t)n;
-    }
-    return firn_batch_end_row(d->batch, FIRN_OP_READ, lsn, err);
+    size_t staged = firn__pg_stage_rows(d->stage);
+    if (staged > 0 && (lsn != d->stage_lsn || firn__pg_stage_full(d->stage)))
+        FIRN_TRY(firn_pg_copy_flush(d, err));
+    d->stage_lsn = lsn;
+    return firn__pg_stage_row(d->stage, p, &d->stats, err);
 }
 
 /* Consumes one unit (header, some extension bytes, a tuple, the trailer) at p; *used is 0 when
@@ -223,6 +221,7 @@ firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, f
 
 firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err)
 {
+    FIRN_TRY(firn_pg_copy_flush(d, err));
     if (d->state != COPY_DONE)
         return firn_err_set(err, FIRN_ERR_PARSE, "COPY binary stream ended without its trailer");
     if (d->pending.len > 0)

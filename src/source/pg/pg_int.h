@@ -53,4 +53,32 @@ bool firn__pg_array_shape(const firn_pg_type *t,
                           int32_t *eff,
                           firn_pg_decode_stats *stats);
 
+/** Sets err to "invalid binary value of type ... (len bytes): why" (FIRN_ERR_PARSE) and returns
+ * FIRN_ERR_PARSE: the message of every binary value decoder. */
+firn_rc firn__pg_bad_value(const firn_pg_type *t, size_t len, firn_err *err, const char *why);
+
+/** Rows of a binary COPY staged column by column before they reach the batch (pg_stage.c). */
+typedef struct firn__pg_stage firn__pg_stage;
+/** Returns the stage for the columns of t (borrowed; must outlive the stage). */
+firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t);
+/** Frees the stage (NULL accepted). */
+void firn__pg_stage_free(firn__pg_stage *s);
+/** Rows staged since the last flush. */
+size_t firn__pg_stage_rows(const firn__pg_stage *s);
+/** True when no more rows fit: flush before staging the next. */
+bool firn__pg_stage_full(const firn__pg_stage *s);
+/** Drops the staged rows. */
+void firn__pg_stage_clear(firn__pg_stage *s);
+/** Decodes the complete tuple at p (its field count first; lengths already checked against the
+ * table's columns and the bytes available) into the next staged row. On error (FIRN_ERR_PARSE
+ * with the column named) every staged row is dropped. */
+FIRN_MUST_CHECK firn_rc firn__pg_stage_row(firn__pg_stage *s,
+                                           const uint8_t *p,
+                                           firn_pg_decode_stats *stats,
+                                           firn_err *err);
+/** Appends the staged rows to b (cols[i]: the batch column of table column i) as rows of
+ * operation FIRN_OP_READ at position lsn, and empties the stage. Errors as firn_batch_end_rows. */
+FIRN_MUST_CHECK firn_rc firn__pg_stage_flush(
+    firn__pg_stage *s, firn_batch *b, firn_column *const *cols, uint64_t lsn, firn_err *err);
+
 #endif

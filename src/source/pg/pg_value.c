@@ -37,6 +37,11 @@ static firn_rc bad_value(const firn_pg_type *t, size_t len, firn_err *err, const
                         t->name ? t->name : firn_pg_kind_name(t->kind), len, why);
 }
 
+firn_rc firn__pg_bad_value(const firn_pg_type *t, size_t len, firn_err *err, const char *why)
+{
+    return bad_value(t, len, err, why);
+}
+
 static firn_rc want_len(const firn_pg_type *t, size_t len, size_t want, firn_err *err)
 {
     if (len != want)

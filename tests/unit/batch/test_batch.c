@@ -246,6 +246,65 @@ T_TEST(metadata_columns_filled_by_end_row)
     firn_field_free(s);
 }
 
+/* firn_batch_end_rows fills the metadata columns in bulk exactly as firn_batch_end_row does row
+ * by row: null and present times, bitmaps grown past their first bytes, a FIRN_META_NULL
+ * column. */
+T_TEST(end_rows_equals_end_row)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "id", FIRN_TYPE_LONG, true));
+    static const struct {
+        const char *name;
+        firn_type type;
+        uint8_t meta;
+    } META[] = {{"_firn_op", FIRN_TYPE_STRING, FIRN_META_OP},
+                {"_firn_lsn", FIRN_TYPE_LONG, FIRN_META_LSN},
+                {"_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_COMMIT_TS},
+                {"_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_INGEST_TS},
+                {"gone", FIRN_TYPE_INT, FIRN_META_NULL}};
+    for (size_t i = 0; i < 5; i++) {
+        firn_field *f = firn_field_new((int32_t)i + 2, META[i].name, META[i].type, false);
+        f->meta = META[i].meta;
+        firn_field_add(s, f);
+    }
+    firn_batch *one = firn_batch_new(s), *bulk = firn_batch_new(s);
+    firn_err err = {0};
+    static const size_t PARTS[] = {100, 200, 1, 1000};
+    for (size_t p = 0; p < 4; p++) {
+        int64_t cts = p % 2 ? 1700000000000000LL : INT64_MIN;
+        firn_batch_set_times(one, cts, 1800000000000000LL + (int64_t)p);
+        firn_batch_set_times(bulk, cts, 1800000000000000LL + (int64_t)p);
+        firn_op op = p == 2 ? FIRN_OP_DELETE : FIRN_OP_READ;
+        for (size_t r = 0; r < PARTS[p]; r++) {
+            firn_column_append_i64(firn_batch_column(one, 0), (int64_t)r);
+            firn_column_append_i64(firn_batch_column(bulk, 0), (int64_t)r);
+            T_OK_ERR(firn_batch_end_row(one, op, 10 + p, &err), &err);
+        }
+        T_OK_ERR(firn_batch_end_rows(bulk, PARTS[p], op, 10 + p, &err), &err);
+    }
+    size_t n = firn_batch_rows(one);
+    T_EQ_UINT(firn_batch_rows(bulk), n);
+    for (size_t i = 1; i < 6; i++) {
+        firn_column *a = firn_batch_column(one, i), *b = firn_batch_column(bulk, i);
+        T_EQ_UINT(firn_column_length(b), n);
+        T_EQ_UINT(firn_column_null_count(b), firn_column_null_count(a));
+        for (size_t r = 0; r < n; r++)
+            T_EQ_INT(firn_column_is_valid(a, r), firn_column_is_valid(b, r));
+        size_t w = firn_type_value_size(firn_column_field(a));
+        if (w)
+            T_EQ_MEM(firn_column_values(a), firn_column_values(b), n * w);
+        else
+            T_EQ_MEM(firn_column_offsets(a), firn_column_offsets(b), (n + 1) * 4);
+    }
+    T_EQ_MEM(firn_column_data(firn_batch_column(bulk, 1)),
+             firn_column_data(firn_batch_column(one, 1)), n);
+    T_EQ_UINT(firn_column_null_count(firn_batch_column(bulk, 3)), 101);
+    T_EQ_UINT(firn_column_null_count(firn_batch_column(bulk, 5)), n);
+    firn_batch_free(one);
+    firn_batch_free(bulk);
+    firn_field_free(s);
+}
+
 /* A column copies its own earlier slots onto its end (the engine fills unchanged TOAST values
  * of a row from an earlier image in the same buffer) while every append grows its buffers:
  * under ASan a copy from memory the growth freed fails. */
@@ -292,6 +351,7 @@ T_TEST(append_from_own_column)
 T_MAIN(T_CASE(flat_and_nested_rows),
        T_CASE(append_from_own_column),
        T_CASE(metadata_columns_filled_by_end_row),
+       T_CASE(end_rows_equals_end_row),
        T_CASE(append_rows_and_keys),
        T_CASE(end_row_checks_lengths),
        T_CASE(many_rows_validity_growth),

@@ -1,0 +1,419 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Row staging for the binary COPY decoder: up to STAGE_ROWS tuples are decoded column by column
+ * into plain typed arrays by a decoder chosen once per column, then appended to the batch in
+ * bulk (one firn_column_append_fixed_n per column and one firn_batch_end_rows per stage). The
+ * common backfill types (int2/int4/int8/oid/time, bool, float4/float8, date, timestamp(tz),
+ * numeric(p<=18,s), text and bytea) have such decoders; every other type is decoded by
+ * firn_pg_value_decode into a side batch and copied over at the flush. Values equal what
+ * firn_pg_value_decode appends (tests/unit/source_pg/test_pg_stage.c checks both paths). */
+#include "pg_int.h"
+
+#include <string.h>
+
+#define STAGE_ROWS   256
+#define NUMERIC_NEG  0x4000
+#define NUMERIC_NAN  0xC000
+#define NUMERIC_PINF 0xD000
+#define NUMERIC_NINF 0xF000
+#define NBASE        10000
+
+typedef enum stage_kind {
+    SK_I16 = 1, /* int2 -> int32 */
+    SK_I32,     /* int4 */
+    SK_I64,     /* int8, time */
+    SK_OID,     /* oid -> int64 */
+    SK_BOOL,
+    SK_F32,
+    SK_F64,
+    SK_DATE,
+    SK_TS,    /* timestamp, timestamptz */
+    SK_DEC64, /* numeric(p<=18,s) -> unscaled int64 */
+    SK_BYTES, /* text, bytea: bytes as sent */
+    SK_GENERIC,
+} stage_kind;
+
+typedef struct stage_col {
+    stage_kind kind;
+    const firn_pg_type *type;
+    size_t width;   /* bytes per staged fixed-width value */
+    uint8_t *vals;  /* STAGE_ROWS values (zeros for nulls) */
+    uint8_t *valid; /* STAGE_ROWS flags, nonzero = present */
+    size_t nulls;
+    uint32_t *off;  /* SK_BYTES: STAGE_ROWS + 1 offsets into bytes */
+    firn_buf bytes; /* SK_BYTES */
+    int64_t limit;  /* SK_DEC64: 10^precision */
+} stage_col;
+
+struct firn__pg_stage {
+    const firn_pg_table *table;
+    stage_col *cols;
+    size_t rows;
+    firn_batch *side; /* SK_GENERIC values; NULL when no column needs it */
+};
+
+static const int64_t POW10[19] = {1,
+                                  10,
+                                  100,
+                                  1000,
+                                  10000,
+                                  100000,
+                                  1000000,
+                                  10000000,
+                                  100000000,
+                                  1000000000,
+                                  10000000000,
+                                  100000000000,
+                                  1000000000000,
+                                  10000000000000,
+                                  100000000000000,
+                                  1000000000000000,
+                                  10000000000000000,
+                                  100000000000000000,
+                                  1000000000000000000};
+
+static inline uint16_t be16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t be64(const uint8_t *p)
+{
+    return ((uint64_t)be32(p) << 32) | be32(p + 4);
+}
+
+/* The staged decoder of a column type, its value width, or SK_GENERIC. */
+static stage_kind kind_of(const firn_pg_type *t, size_t *width)
+{
+    static const struct {
+        firn_pg_kind pg;
+        stage_kind sk;
+        size_t width;
+    } MAP[] = {
+        {FIRN_PG_KIND_INT2, SK_I16, 4},       {FIRN_PG_KIND_INT4, SK_I32, 4},
+        {FIRN_PG_KIND_INT8, SK_I64, 8},       {FIRN_PG_KIND_TIME, SK_I64, 8},
+        {FIRN_PG_KIND_OID, SK_OID, 8},        {FIRN_PG_KIND_BOOL, SK_BOOL, 1},
+        {FIRN_PG_KIND_FLOAT4, SK_F32, 4},     {FIRN_PG_KIND_FLOAT8, SK_F64, 8},
+        {FIRN_PG_KIND_DATE, SK_DATE, 4},      {FIRN_PG_KIND_TIMESTAMP, SK_TS, 8},
+        {FIRN_PG_KIND_TIMESTAMPTZ, SK_TS, 8}, {FIRN_PG_KIND_TEXT, SK_BYTES, 0},
+        {FIRN_PG_KIND_BYTEA, SK_BYTES, 0},
+    };
+    *width = 0;
+    if (t->kind == FIRN_PG_KIND_DECIMAL && t->precision >= 1 && t->precision <= 18) {
+        *width = 8;
+        return SK_DEC64;
+    }
+    for (size_t i = 0; i < sizeof(MAP) / sizeof(MAP[0]); i++) {
+        if (MAP[i].pg == t->kind) {
+            *width = MAP[i].width;
+            return MAP[i].sk;
+        }
+    }
+    return SK_GENERIC;
+}
+
+firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
+{
+    firn__pg_stage *s = firn_calloc(1, sizeof(*s));
+    s->table = t;
+    s->cols = firn_calloc(t->n_columns ? t->n_columns : 1, sizeof(*s->cols));
+    for (size_t i = 0; i < t->n_columns; i++) {
+        stage_col *c = &s->cols[i];
+        c->type = t->columns[i].type;
+        c->kind = kind_of(c->type, &c->width);
+        c->valid = firn_calloc(STAGE_ROWS, 1);
+        firn_buf_init(&c->bytes, (size_t)UINT32_MAX);
+        if (c->width)
+            c->vals = firn_calloc(STAGE_ROWS, c->width);
+        if (c->kind == SK_BYTES)
+            c->off = firn_calloc(STAGE_ROWS + 1, sizeof(uint32_t));
+        if (c->kind == SK_DEC64)
+            c->limit = POW10[c->type->precision];
+        if (c->kind == SK_GENERIC && !s->side)
+            s->side = firn_batch_new(t->schema);
+    }
+    return s;
+}
+
+void firn__pg_stage_free(firn__pg_stage *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->table->n_columns; i++) {
+        firn_free(s->cols[i].vals);
+        firn_free(s->cols[i].valid);
+        firn_free(s->cols[i].off);
+        firn_buf_deinit(&s->cols[i].bytes);
+    }
+    firn_free(s->cols);
+    firn_batch_free(s->side);
+    firn_free(s);
+}
+
+size_t firn__pg_stage_rows(const firn__pg_stage *s)
+{
+    return s->rows;
+}
+
+bool firn__pg_stage_full(const firn__pg_stage *s)
+{
+    return s->rows == STAGE_ROWS;
+}
+
+void firn__pg_stage_clear(firn__pg_stage *s)
+{
+    for (size_t i = 0; i < s->table->n_columns; i++) {
+        s->cols[i].nulls = 0;
+        firn_buf_reset(&s->cols[i].bytes);
+    }
+    if (s->side)
+        firn_batch_reset(s->side);
+    s->rows = 0;
+}
+
+/* numeric(p<=18, s) as its unscaled value; the checks and messages of decode_decimal in
+ * pg_value.c. A base-10000 digit d times 10^e stays below 10^18 for e <= 14; for larger e, d *
+ * 10^e >= 10^18 >= limit unless d < 10^(18-e). */
+static firn_rc dec64(const stage_col *c,
+                     const uint8_t *p,
+                     size_t len,
+                     int64_t *out,
+                     bool *null,
+                     firn_pg_decode_stats *stats,
+                     firn_err *err)
+{
+    const firn_pg_type *t = c->type;
+    if (len < 8)
+        return firn__pg_bad_value(t, len, err, "short numeric header");
+    int nd = (int16_t)be16(p);
+    int weight = (int16_t)be16(p + 2);
+    uint16_t sign = be16(p + 4);
+    if (nd < 0 || (size_t)nd * 2 != len - 8 || (int16_t)be16(p + 6) < 0)
+        return firn__pg_bad_value(t, len, err, "bad numeric header");
+    if (sign != 0 && sign != NUMERIC_NEG && sign != NUMERIC_NAN && sign != NUMERIC_PINF &&
+        sign != NUMERIC_NINF)
+        return firn__pg_bad_value(t, len, err, "bad numeric sign");
+    const uint8_t *dg = p + 8;
+    for (int i = 0; i < nd; i++) {
+        if (be16(dg + 2 * i) >= NBASE)
+            return firn__pg_bad_value(t, len, err, "numeric digit out of range");
+    }
+    if (sign != 0 && sign != NUMERIC_NEG) {
+        if (stats)
+            stats->nan_to_null++;
+        *null = true;
+        return FIRN_OK;
+    }
+    uint64_t acc = 0;
+    for (int i = 0; i < nd; i++) {
+        uint32_t d = be16(dg + 2 * i);
+        if (d == 0)
+            continue;
+        int e = 4 * (weight - i) + t->scale;
+        if (e >= 0) {
+            if (e >= t->precision || (e >= 15 && (int64_t)d >= POW10[18 - e]))
+                return firn__pg_bad_value(t, len, err, "value exceeds the column precision");
+            acc += (uint64_t)d * (uint64_t)POW10[e];
+        } else {
+            if (e <= -4 || d % (uint32_t)POW10[-e] != 0)
+                return firn__pg_bad_value(t, len, err,
+                                          "more fractional digits than the column scale");
+            acc += d / (uint32_t)POW10[-e];
+        }
+        if (acc >= (uint64_t)c->limit)
+            return firn__pg_bad_value(t, len, err, "value exceeds the column precision");
+    }
+    *out = sign == NUMERIC_NEG ? -(int64_t)acc : (int64_t)acc;
+    return FIRN_OK;
+}
+
+/* timestamp(tz): +-infinity to +-INT64_MAX, beyond the int64 microseconds since 1970 clamped
+ * (counted), as decode_timestamp in pg_value.c. */
+static int64_t ts_value(int64_t v, firn_pg_decode_stats *stats)
+{
+    if (v == INT64_MAX || v == INT64_MIN)
+        return v == INT64_MAX ? INT64_MAX : -INT64_MAX;
+    if (v > INT64_MAX - 1 - FIRN_PG_EPOCH_US) {
+        if (stats)
+            stats->clamped++;
+        return INT64_MAX - 1;
+    }
+    return v + FIRN_PG_EPOCH_US;
+}
+
+static firn_rc date_value(const stage_col *c, const uint8_t *p, int32_t *out, firn_err *err)
+{
+    int32_t d = (int32_t)be32(p);
+    if (d == INT32_MAX || d == INT32_MIN) {
+        *out = d == INT32_MAX ? INT32_MAX : -INT32_MAX;
+        return FIRN_OK;
+    }
+    int64_t days = (int64_t)d + FIRN_PG_EPOCH_DAYS;
+    if (days >= INT32_MAX || days <= -INT32_MAX)
+        return firn__pg_bad_value(c->type, 4, err, "date out of range");
+    *out = (int32_t)days;
+    return FIRN_OK;
+}
+
+/* Length a fixed-size send format must have, 0 for others. */
+static size_t want_len(stage_kind k)
+{
+    static const size_t LEN[] = {
+        [SK_I16] = 2, [SK_I32] = 4, [SK_I64] = 8,  [SK_OID] = 4, [SK_BOOL] = 1,
+        [SK_F32] = 4, [SK_F64] = 8, [SK_DATE] = 4, [SK_TS] = 8};
+    return (size_t)k < sizeof(LEN) / sizeof(LEN[0]) ? LEN[k] : 0;
+}
+
+/* Decodes one present fixed-width value into slot r of c. */
+static firn_rc stage_fixed(stage_col *c,
+                           size_t r,
+                           const uint8_t *p,
+                           size_t len,
+                           firn_pg_decode_stats *stats,
+                           firn_err *err)
+{
+    uint8_t *slot = c->vals + r * c->width;
+    size_t want = want_len(c->kind);
+    if (want && len != want)
+        return firn__pg_bad_value(c->type, len, err, "wrong length");
+    int32_t v32 = 0;
+    int64_t v64 = 0;
+    bool null = false;
+    switch (c->kind) {
+    case SK_I16:
+        v32 = (int16_t)be16(p);
+        memcpy(slot, &v32, 4);
+        break;
+    case SK_I32:
+    case SK_F32:
+        v32 = (int32_t)be32(p);
+        memcpy(slot, &v32, 4);
+        break;
+    case SK_I64:
+    case SK_F64:
+        v64 = (int64_t)be64(p);
+        memcpy(slot, &v64, 8);
+        break;
+    case SK_OID:
+        v64 = (int64_t)be32(p);
+        memcpy(slot, &v64, 8);
+        break;
+    case SK_BOOL:
+        slot[0] = p[0] != 0;
+        break;
+    case SK_DATE:
+        FIRN_TRY(date_value(c, p, &v32, err));
+        memcpy(slot, &v32, 4);
+        break;
+    case SK_TS:
+        v64 = ts_value((int64_t)be64(p), stats);
+        memcpy(slot, &v64, 8);
+        break;
+    case SK_DEC64:
+        FIRN_TRY(dec64(c, p, len, &v64, &null, stats, err));
+        memcpy(slot, &v64, 8);
+        break;
+    case SK_BYTES:
+    case SK_GENERIC:
+        return firn_err_set(err, FIRN_ERR_INTERNAL, "not a fixed-width staged column");
+    }
+    c->valid[r] = !null;
+    c->nulls += null;
+    return FIRN_OK;
+}
+
+/* Stages one value (NULL p: a SQL null) of column i in slot r. */
+static firn_rc stage_value(firn__pg_stage *s,
+                           size_t i,
+                           size_t r,
+                           const uint8_t *p,
+                           size_t len,
+                           firn_pg_decode_stats *stats,
+                           firn_err *err)
+{
+    stage_col *c = &s->cols[i];
+    if (c->kind == SK_GENERIC) {
+        firn_column *side = firn_batch_column(s->side, i);
+        if (!p) {
+            firn_column_append_null(side);
+            return FIRN_OK;
+        }
+        return firn_pg_value_decode(c->type, p, len, side, stats, err);
+    }
+    if (c->kind == SK_BYTES) {
+        if (p && firn_buf_append(&c->bytes, p, len))
+            return firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged values exceed 4 GiB");
+        c->valid[r] = p != NULL;
+        c->nulls += !p;
+        c->off[r + 1] = (uint32_t)c->bytes.len;
+        return FIRN_OK;
+    }
+    if (p)
+        return stage_fixed(c, r, p, len, stats, err);
+    memset(c->vals + r * c->width, 0, c->width);
+    c->valid[r] = 0;
+    c->nulls++;
+    return FIRN_OK;
+}
+
+firn_rc
+firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, firn_pg_decode_stats *stats, firn_err *err)
+{
+    FIRN_ASSERT(s->rows < STAGE_ROWS);
+    size_t pos = 2, r = s->rows;
+    for (size_t i = 0; i < s->table->n_columns; i++) {
+        int32_t n = (int32_t)be32(p + pos);
+        pos += 4;
+        const uint8_t *v = n == -1 ? NULL : p + pos;
+        firn_rc rc = stage_value(s, i, r, v, n == -1 ? 0 : (size_t)n, stats, err);
+        if (rc) {
+            firn_err_context(err, "while decoding column \"%s\"", s->table->columns[i].name);
+            firn__pg_stage_clear(s); /* the side batch may hold part of this row */
+            return rc;
+        }
+        if (n > 0)
+            pos += (size_t)n;
+    }
+    s->rows++;
+    return FIRN_OK;
+}
+
+/* Appends the staged values of column c to out. */
+static void flush_column(firn__pg_stage *s, size_t i, firn_column *out)
+{
+    stage_col *c = &s->cols[i];
+    size_t n = s->rows;
+    if (c->kind == SK_GENERIC) {
+        const firn_column *side = firn_batch_column(s->side, i);
+        for (size_t r = 0; r < n; r++)
+            firn_column_append_from(out, side, r);
+        return;
+    }
+    if (c->kind == SK_BYTES) {
+        for (size_t r = 0; r < n; r++) {
+            if (c->valid[r])
+                firn_column_append_bytes(out, c->bytes.data + c->off[r], c->off[r + 1] - c->off[r]);
+            else
+                firn_column_append_null(out);
+        }
+        return;
+    }
+    void *dst = firn_column_append_fixed_n(out, n, c->nulls ? c->valid : NULL);
+    memcpy(dst, c->vals, n * c->width);
+}
+
+firn_rc firn__pg_stage_flush(
+    firn__pg_stage *s, firn_batch *b, firn_column *const *cols, uint64_t lsn, firn_err *err)
+{
+    if (s->rows == 0)
+        return FIRN_OK;
+    for (size_t i = 0; i < s->table->n_columns; i++)
+        flush_column(s, i, cols[i]);
+    size_t n = s->rows;
+    firn__pg_stage_clear(s);
+    return firn_batch_end_rows(b, n, FIRN_OP_READ, lsn, err);
+}

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The staged binary COPY decoder (pg_stage.c: per-column decoders, bulk appends) against the
+ * per-value decoder firn_pg_value_decode: a generated stream of the fuzz table fz (every fast
+ * kind plus generic ones) with edge values and nulls over several stages must give equal
+ * columns, positions and counters; bad values fail alike. */
+#include "../../../fuzz/pg_copy.c"
+#include "t.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ROWS 700
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void put16(firn_buf *b, uint16_t v)
+{
+    T_OK(firn_wr_be16(b, v));
+}
+
+static void put32(firn_buf *b, uint32_t v)
+{
+    T_OK(firn_wr_be32(b, v));
+}
+
+static void put64(firn_buf *b, uint64_t v)
+{
+    T_OK(firn_wr_be64(b, v));
+}
+
+/* numeric_send of unscaled value v at scale s: base-10000 groups around the decimal point,
+ * leading and trailing zero groups kept (the decoder must not care). */
+static void put_numeric(firn_buf *b, int64_t v, int s, uint16_t special)
+{
+    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    uint64_t p10 = 1;
+    for (int i = 0; i < s; i++)
+        p10 *= 10;
+    uint64_t ip = mag / p10, fp = mag % p10;
+    int fgroups = (s + 3) / 4;
+    for (int i = s; i < 4 * fgroups; i++)
+        fp *= 10;
+    uint16_t ig[8], fg[8];
+    int ni = 0;
+    for (; ip > 0; ip /= 10000)
+        ig[ni++] = (uint16_t)(ip % 10000);
+    for (int i = fgroups - 1; i >= 0; i--, fp /= 10000)
+        fg[i] = (uint16_t)(fp % 10000);
+    int nd = special ? 0 : ni + fgroups;
+    put32(b, (uint32_t)(8 + 2 * nd));
+    put16(b, (uint16_t)nd);
+    put16(b, (uint16_t)(ni - 1));
+    put16(b, special ? special : v < 0 ? 0x4000 : 0);
+    put16(b, (uint16_t)s);
+    for (int i = 0; !special && i < ni; i++)
+        put16(b, ig[ni - 1 - i]);
+    for (int i = 0; !special && i < fgroups; i++)
+        put16(b, fg[i]);
+}
+
+static void put_bytes(firn_buf *b, const void *p, size_t n)
+{
+    put32(b, (uint32_t)n);
+    T_OK(firn_buf_append(b, p, n));
+}
+
+static void put_fixed(firn_buf *b, uint64_t v, size_t n)
+{
+    put32(b, (uint32_t)n);
+    for (size_t i = n; i-- > 0;)
+        T_OK(firn_wr_u8(b, (uint8_t)(v >> (8 * i))));
+}
+
+static int64_t pick(const int64_t *edges, size_t n_edges, int64_t mod)
+{
+    uint64_t r = next_rand();
+    if (r % 4 == 0)
+        return edges[(r >> 8) % n_edges];
+    return (int64_t)((r >> 8) % (uint64_t)mod) - mod / 2;
+}
+
+static void put_array(firn_buf *b)
+{
+    put32(b, 12 + 8 + 2 * 8);
+    put32(b, 1);
+    put32(b, 0);
+    put32(b, 23);
+    put32(b, 2);
+    put32(b, 1);
+    put_fixed(b, next_rand(), 4);
+    put_fixed(b, next_rand(), 4);
+}
+
+/* One value of column i (a null one time in seven, a few kinds never null). */
+static void put_value(firn_buf *b, size_t i)
+{
+    static const int64_t I32[] = {0, 1, -1, INT32_MAX, INT32_MIN};
+    static const int64_t I64[] = {0,
+                                  INT64_MAX,
+                                  INT64_MIN,
+                                  INT64_MAX - 1,
+                                  INT64_MIN + 1,
+                                  INT64_MAX - 946684800000000 - 1,
+                                  INT64_MAX - 946684800000000};
+    static const int64_t DEC[] = {0, 9999999999, -9999999999, 1, -1, 100, 10000};
+    static const int64_t DATE[] = {INT32_MAX, INT32_MIN, 0, -10957, 2147483647 - 10958};
+    if (next_rand() % 7 == 0 && COLS[i].kind != FIRN_PG_KIND_ARRAY) {
+        put32(b, 0xffffffffu);
+        return;
+    }
+    char text[24];
+    size_t tl = next_rand() % sizeof(text);
+    for (size_t k = 0; k < tl; k++)
+        text[k] = (char)('a' + next_rand() % 26);
+    switch (COLS[i].kind) {
+    case FIRN_PG_KIND_INT2:
+        put_fixed(b, (uint64_t)pick(I32, 5, 1 << 16), 2);
+        return;
+    case FIRN_PG_KIND_INT4:
+    case FIRN_PG_KIND_FLOAT4:
+        put_fixed(b, (uint64_t)pick(I32, 5, INT64_C(1) << 32), 4);
+        return;
+    case FIRN_PG_KIND_OID:
+        put_fixed(b, next_rand(), 4);
+        return;
+    case FIRN_PG_KIND_BOOL:
+        put_fixed(b, next_rand() % 3, 1);
+        return;
+    case FIRN_PG_KIND_DATE:
+        put_fixed(b, (uint64_t)pick(DATE, 5, 1 << 24), 4);
+        return;
+    case FIRN_PG_KIND_INT8:
+    case FIRN_PG_KIND_FLOAT8:
+    case FIRN_PG_KIND_TIME:
+    case FIRN_PG_KIND_MONEY:
+    case FIRN_PG_KIND_TIMESTAMP:
+    case FIRN_PG_KIND_TIMESTAMPTZ:
+        put_fixed(b, (uint64_t)pick(I64, 7, INT64_C(1) << 62), 8);
+        return;
+    case FIRN_PG_KIND_DECIMAL:
+        if (next_rand() % 50 == 0)
+            put_numeric(b, 0, 0, 0xC000); /* NaN */
+        else
+            put_numeric(b, pick(DEC, 7, 19999999999), COLS[i].scale, 0);
+        return;
+    case FIRN_PG_KIND_NUMSTR:
+        put_numeric(b, pick(DEC, 7, INT64_C(1) << 50), 5, 0);
+        return;
+    case FIRN_PG_KIND_TEXT:
+    case FIRN_PG_KIND_BYTEA:
+        put_bytes(b, text, tl);
+        return;
+    case FIRN_PG_KIND_JSONB:
+        put_bytes(b, "\001{}", 3);
+        return;
+    case FIRN_PG_KIND_UUID:
+    case FIRN_PG_KIND_INTERVAL:
+        put32(b, 16);
+        put64(b, next_rand());
+        put64(b, next_rand() & 0x7fffffffffffffffull);
+        return;
+    case FIRN_PG_KIND_ARRAY:
+        if (i == 13)
+            put_array(b);
+        else
+            put32(b, 0xffffffffu);
+        return;
+    }
+}
+
+static void make_stream(firn_buf *b)
+{
+    T_OK(firn_buf_append(b, "PGCOPY\n\377\r\n\0", 11));
+    put32(b, 0);
+    put32(b, 0);
+    for (size_t r = 0; r < ROWS; r++) {
+        put16(b, (uint16_t)N_COLS);
+        for (size_t i = 0; i < N_COLS; i++)
+            put_value(b, i);
+    }
+    put16(b, 0xffff);
+}
+
+/* The reference: each value of the tuple at *p through firn_pg_value_decode, row by row. */
+static void reference_row(firn_batch *b, const uint8_t **p, uint64_t lsn, firn_pg_decode_stats *st)
+{
+    const uint8_t *q = *p + 2;
+    for (size_t i = 0; i < N_COLS; i++) {
+        int32_t n = (int32_t)(((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16) | (q[2] << 8) | q[3]);
+        q += 4;
+        firn_column *c = firn_batch_column(b, i);
+        if (n == -1) {
+            firn_column_append_null(c);
+            continue;
+        }
+        firn_err err = {0};
+        T_OK_ERR(firn_pg_value_decode(&TYPES[i], q, (size_t)n, c, st, &err), &err);
+        q += n;
+    }
+    T_OK(firn_batch_end_row(b, FIRN_OP_READ, lsn, NULL));
+    *p = q;
+}
+
+/* Column equality: slots, validity, values, offsets, bytes and children. */
+static void same_column(const firn_column *a, const firn_column *b)
+{
+    size_t n = firn_column_length(a);
+    T_EQ_UINT(firn_column_length(b), n);
+    T_EQ_UINT(firn_column_null_count(b), firn_column_null_count(a));
+    for (size_t r = 0; r < n; r++)
+        T_EQ_INT(firn_column_is_valid(a, r), firn_column_is_valid(b, r));
+    size_t w = firn_type_value_size(firn_column_field(a));
+    if (w && n)
+        T_TRUE(memcmp(firn_column_values(a), firn_column_values(b), n * w) == 0);
+    const uint32_t *oa = firn_column_offsets(a), *ob = firn_column_offsets(b);
+    if (oa && n) {
+        T_TRUE(memcmp(oa, ob, (n + 1) * sizeof(uint32_t)) == 0);
+        if (!firn_column_children(a))
+            T_TRUE(memcmp(firn_column_data(a), firn_column_data(b), oa[n]) == 0);
+    }
+    for (size_t k = 0; k < firn_column_children(a); k++)
+        same_column(firn_column_child((firn_column *)a, k), firn_column_child((firn_column *)b, k));
+}
+
+T_TEST(staged_equals_per_value_decoding)
+{
+    build_table();
+    firn_buf s;
+    firn_buf_init(&s, (size_t)1 << 30);
+    make_stream(&s);
+    firn_batch *want = firn_batch_new(TABLE.schema);
+    firn_pg_decode_stats want_st = {0};
+    const uint8_t *p = s.data + 19;
+    for (size_t r = 0; r < ROWS; r++)
+        reference_row(want, &p, 5, &want_st);
+    const size_t steps[] = {s.len, 1, 13};
+    for (size_t k = 0; k < 3; k++) {
+        firn_batch *got = firn_batch_new(TABLE.schema);
+        firn_pg_copy *d = firn_pg_copy_new(&TABLE, got);
+        firn_err err = {0};
+        for (size_t pos = 0; pos < s.len; pos += steps[k]) {
+            size_t n = s.len - pos < steps[k] ? s.len - pos : steps[k];
+            T_OK_ERR(firn_pg_copy_feed(d, s.data + pos, n, 5, &err), &err);
+        }
+        T_OK_ERR(firn_pg_copy_finish(d, &err), &err);
+        T_EQ_UINT(firn_batch_rows(got), ROWS);
+        for (size_t i = 0; i < N_COLS; i++)
+            same_column(firn_batch_column(want, i), firn_batch_column(got, i));
+        const firn_pg_decode_stats *st = firn_pg_copy_stats(d);
+        T_EQ_UINT(st->nan_to_null, want_st.nan_to_null);
+        T_EQ_UINT(st->clamped, want_st.clamped);
+        T_TRUE(st->nan_to_null > 0 && st->clamped > 0);
+        firn_pg_copy_free(d);
+        firn_batch_free(got);
+    }
+    firn_batch_free(want);
+    firn_buf_deinit(&s);
+}
+
+T_TEST(positions_follow_each_feed)
+{
+    build_table();
+    firn_buf s;
+    firn_buf_init(&s, (size_t)1 << 30);
+    make_stream(&s);
+    firn_batch *got = firn_batch_new(TABLE.schema);
+    firn_pg_copy *d = firn_pg_copy_new(&TABLE, got);
+    firn_err err = {0};
+    T_OK_ERR(firn_pg_copy_feed(d, s.data, 19, 1, &err), &err);
+    const uint8_t *p = s.data + 19;
+    firn_batch *ref = firn_batch_new(TABLE.schema);
+    firn_pg_decode_stats st = {0};
+    for (size_t r = 0; r < ROWS; r++) {
+        const uint8_t *start = p;
+        reference_row(ref, &p, 0, &st);
+        T_OK_ERR(firn_pg_copy_feed(d, start, (size_t)(p - start), r / 100, &err), &err);
+        if (r == 450) { /* a flush in the middle of a stage */
+            T_OK_ERR(firn_pg_copy_flush(d, &err), &err);
+            T_EQ_UINT(firn_batch_rows(got), 451);
+        }
+    }
+    T_OK_ERR(firn_pg_copy_feed(d, p, 2, 99, &err), &err);
+    T_OK_ERR(firn_pg_copy_finish(d, &err), &err);
+    T_EQ_UINT(firn_batch_rows(got), ROWS);
+    for (size_t r = 0; r < ROWS; r++)
+        T_EQ_UINT(firn_batch_lsn(got, r), r / 100);
+    firn_pg_copy_free(d);
+    firn_batch_free(got);
+    firn_batch_free(ref);
+    firn_buf_deinit(&s);
+}
+
+/* A one-row stream whose column col holds the value bytes v[0..n). */
+static firn_rc decode_bad(size_t col, const uint8_t *v, size_t n, firn_err *err)
+{
+    firn_buf s;
+    firn_buf_init(&s, (size_t)1 << 20);
+    T_OK(firn_buf_append(&s, "PGCOPY\n\377\r\n\0", 11));
+    put32(&s, 0);
+    put32(&s, 0);
+    put16(&s, (uint16_t)N_COLS);
+    for (size_t i = 0; i < N_COLS; i++) {
+        if (i == col)
+            put_bytes(&s, v, n);
+        else
+            put32(&s, 0xffffffffu);
+    }
+    put16(&s, 0xffff);
+    firn_batch *b = firn_batch_new(TABLE.schema);
+    firn_pg_copy *d = firn_pg_copy_new(&TABLE, b);
+    firn_rc rc = firn_pg_copy_feed(d, s.data, s.len, 0, err);
+    if (!rc)
+        rc = firn_pg_copy_finish(d, err);
+    firn_pg_copy_free(d);
+    firn_batch_free(b);
+    firn_buf_deinit(&s);
+    return rc;
+}
+
+/* The same bad value through firn_pg_value_decode: the message the staged path must give. */
+static void same_error(size_t col, const uint8_t *v, size_t n)
+{
+    firn_err want = {0}, got = {0};
+    firn_batch *b = firn_batch_new(TABLE.schema);
+    T_EQ_INT(firn_pg_value_decode(&TYPES[col], v, n, firn_batch_column(b, col), NULL, &want),
+             FIRN_ERR_PARSE);
+    firn_batch_free(b);
+    T_EQ_INT(decode_bad(col, v, n, &got), FIRN_ERR_PARSE);
+    T_TRUE(strstr(got.msg, want.msg) != NULL);
+}
+
+T_TEST(bad_values_fail_as_per_value_decoding)
+{
+    build_table();
+    static const uint8_t short4[3] = {0, 0, 1};
+    same_error(0, short4, 3);  /* int4 of 3 bytes */
+    same_error(21, short4, 3); /* int2 of 3 bytes */
+    same_error(10, short4, 3); /* date */
+    static const uint8_t date_far[4] = {0x7f, 0xff, 0xff, 0xf0};
+    same_error(10, date_far, 4);
+    /* numeric(10,2): 10^8 needs 11 digits; 0.001 has 3 fraction digits; digit 10000 */
+    static const uint8_t big[10] = {0, 1, 0, 2, 0, 0, 0, 0, 0, 1};
+    same_error(4, big, 10);
+    static const uint8_t frac[10] = {0, 1, 0xff, 0xff, 0, 0, 0, 3, 0, 10};
+    same_error(4, frac, 10);
+    static const uint8_t digit[10] = {0, 1, 0, 0, 0, 0, 0, 0, 0x27, 0x10};
+    same_error(4, digit, 10);
+    static const uint8_t sign[8] = {0, 0, 0, 0, 0x12, 0x34, 0, 0};
+    same_error(4, sign, 8);
+    static const uint8_t hdr[9] = {0, 1, 0, 0, 0, 0, 0, 0, 0};
+    same_error(4, hdr, 9);
+}
+
+T_MAIN(T_CASE(staged_equals_per_value_decoding),
+       T_CASE(positions_follow_each_feed),
+       T_CASE(bad_values_fail_as_per_value_decoding))
