@@ -377,8 +377,9 @@ static size_t buffered_bytes(const firn__engine *e)
 static firn_rc flush_all(cdc *c, firn_err *err);
 
 /* Backpressure: a transaction larger than the memory budget is committed in parts (its rows
- * become visible before its end; the position stays at the last whole transaction, so a crash
- * replays it and upserts make the replay idempotent). A part is a quarter of the limit: its
+ * become visible before its end; the position stays at the last whole transaction, and each
+ * part records how many of the transaction's changes of the table it holds, so a replay after a
+ * crash skips exactly those, in append-mode tables too). A part is a quarter of the limit: its
  * flush holds the buffer, a row group of encoded data and the key work beside it, and the
  * process stays within the limit (tests/interop/test_cdc_big_txn.py). */
 static firn_rc check_memory(cdc *c, firn_err *err)
@@ -394,6 +395,15 @@ static firn_rc check_memory(cdc *c, firn_err *err)
     return flush_all(c, err);
 }
 
+/* Counts a change of t in the transaction being read; true when an earlier run committed it
+ * in a part of this transaction (FIRN_SUMMARY_PART_CHANGES): the stream replays a transaction's
+ * changes in the same order, so the first part_changes of them are exactly those. */
+static bool part_committed(cdc *c, firn__table *t)
+{
+    uint64_t nth = t->txn_changes++;
+    return c->txn_commit_lsn == t->part_lsn && nth < t->part_changes;
+}
+
 static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
     firn_pgo_msg *msg = ev->msg;
@@ -403,6 +413,8 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     firn__table *t = m->table;
     if (c->txn_commit_lsn <= t->committed_lsn)
         return FIRN_OK; /* already in the table (exactly-once on restart) */
+    if (part_committed(c, t))
+        return FIRN_OK; /* committed by an earlier part of this transaction */
     if (m->stale)
         return FIRN_OK; /* older than this run's copy of the table, which holds it */
     firn__fault_point("mid-txn");
@@ -472,6 +484,11 @@ static int64_t table_interval_ms(const cdc *c, const firn__table *t)
 static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
 {
     const int64_t started = firn_monotonic_ns();
+    if (c->in_txn && t->txn_changes > 0 && firn_batch_rows(t->buf) > 0) {
+        /* A part of the transaction being read: its commit says how much of it is in. */
+        t->part_lsn = c->txn_commit_lsn;
+        t->part_changes = t->txn_changes;
+    }
     FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
     const int64_t floor = firn_monotonic_ns() - table_interval_ms(c, t) * 1000000 / 2;
     t->flush_ns = started > floor ? started : floor;
@@ -534,6 +551,8 @@ static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
         if (!m || !m->table || c->txn_commit_lsn <= m->table->committed_lsn)
             continue;
         firn__table *t = m->table;
+        if (part_committed(c, t))
+            continue; /* before a part committed after it: replayed, it would empty that part */
         firn_batch_reset(t->buf);
         t->txn_rows0 = 0;
         /* The position stays where it was: this transaction and the earlier ones whose rows
@@ -556,8 +575,10 @@ static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
     switch (ev->type) {
     case FIRN_PGO_BEGIN:
         c->in_txn = true;
-        for (size_t i = 0; i < c->e->n_tables; i++)
+        for (size_t i = 0; i < c->e->n_tables; i++) {
             c->e->tables[i]->txn_rows0 = firn_batch_rows(c->e->tables[i]->buf);
+            c->e->tables[i]->txn_changes = 0;
+        }
         c->txn_commit_lsn = ev->commit_lsn;
         c->txn_commit_us = ev->commit_time_us;
         return FIRN_OK;

@@ -283,6 +283,10 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     uint64_t keep = lsn > t->committed_lsn ? lsn : t->committed_lsn; /* never backwards */
     if (keep)
         firn_summary_set_i64(&keys, FIRN_SUMMARY_LSN, (int64_t)keep);
+    if (t->part_lsn > keep) { /* also on rewrites: they must not drop the marker */
+        firn_summary_set_i64(&keys, FIRN_SUMMARY_PART_LSN, (int64_t)t->part_lsn);
+        firn_summary_set_i64(&keys, FIRN_SUMMARY_PART_CHANGES, (int64_t)t->part_changes);
+    }
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;

@@ -364,6 +364,26 @@ void firn__table_restart_backfill(firn__table *t)
         firn__table_reset_index(t);
 }
 
+/* The marker of a transaction committed in parts (FIRN_SUMMARY_PART_LSN), from the snapshot
+ * holding the newest firn.lsn: kept when it is past that position. */
+static void read_part(firn__table *t, const firn_props *summary)
+{
+    const char *lsn = firn_props_get(summary, FIRN_SUMMARY_PART_LSN);
+    const char *n = firn_props_get(summary, FIRN_SUMMARY_PART_CHANGES);
+    uint64_t v = 0, count = 0;
+    t->part_lsn = 0;
+    t->part_changes = 0;
+    if (!lsn || !n || firn_parse_u64(lsn, strlen(lsn), &v, NULL) ||
+        firn_parse_u64(n, strlen(n), &count, NULL) || v <= t->committed_lsn)
+        return;
+    t->part_lsn = v;
+    t->part_changes = count;
+    FIRN_LOG(FIRN_LOG_INFO, "engine",
+             "table \"%s\" holds the first %llu changes of the transaction committed at %X/%X: "
+             "they are skipped when it is read again",
+             t->display, (unsigned long long)count, (unsigned)(v >> 32), (unsigned)v);
+}
+
 /* Walks the main branch back from the current snapshot: the newest firn.lsn and whether the
  * initial copy was committed (by a snapshot, or for an empty source table by the table
  * property). */
@@ -374,12 +394,15 @@ static void read_progress(firn__table *t, bool *backfill_done)
     bool have_lsn = false, partial = false;
     *backfill_done = empty_backfill_marked(md);
     t->committed_lsn = 0;
+    t->part_lsn = 0;
+    t->part_changes = 0;
     while (s) {
         const char *lsn = firn_props_get(&s->summary, FIRN_SUMMARY_LSN);
         if (lsn && !have_lsn) {
             uint64_t v = 0;
             if (firn_parse_u64(lsn, strlen(lsn), &v, NULL) == FIRN_OK)
                 t->committed_lsn = v;
+            read_part(t, &s->summary);
             have_lsn = true;
         }
         const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);

@@ -304,6 +304,11 @@ FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
 /* Block ranges the initial copy committed so far: "<leaf oid>:<first>-<end>,..." (end exclusive,
  * 4294967295 = to the end of the relation), on every "partial" commit (eng_backfill.c). */
 #define FIRN_SUMMARY_BACKFILL_CHUNKS "firn.backfill-chunks"
+/* A source transaction committed in parts (eng_cdc.c, docs/cdc.md "Transactions and ordering"):
+ * commit LSN and how many of its changes of the table (in stream order) the table holds. Written
+ * while that LSN is past firn.lsn; a replay of the transaction skips exactly those changes. */
+#define FIRN_SUMMARY_PART_LSN     "firn.part-lsn"
+#define FIRN_SUMMARY_PART_CHANGES "firn.part-changes"
 
 typedef struct firn__engine firn__engine;
 
@@ -385,9 +390,12 @@ typedef struct firn__table {
     uint64_t changes_read;      /* CDC changes appended to buf (stats file) */
     uint64_t commits;           /* snapshots committed by this run (stats file) */
     size_t txn_rows0;           /* CDC: rows buffered before the transaction being read */
-    int64_t flush_ns;  /* CDC: monotonic time of the table's last flush (or of the start) */
-    uint64_t hold_lsn; /* CDC: with rows buffered, the end of the last transaction read before
-                          the first of them: the slot may not be confirmed past it */
+    int64_t flush_ns;      /* CDC: monotonic time of the table's last flush (or of the start) */
+    uint64_t hold_lsn;     /* CDC: with rows buffered, the end of the last transaction read before
+                              the first of them: the slot may not be confirmed past it */
+    uint64_t part_lsn;     /* commit LSN of a transaction committed in parts (0: none), and */
+    uint64_t part_changes; /* how many of its changes of this table are committed */
+    uint64_t txn_changes;  /* CDC: changes of this table in the transaction being read */
 } firn__table;
 
 struct firn__engine {
