@@ -245,6 +245,9 @@ typedef struct firn_destination_config {
     uint64_t index_memory_limit_bytes; /* resident budget of the key indexes, default 128 MiB */
     char *index_dir; /* local folder of key-index runs; NULL: $XDG_CACHE_HOME/firn, ~/.cache/firn,
                         else next to the state file */
+    bool persist_key_index; /* upload key indexes next to their tables; default true */
+    int64_t persist_key_index_interval_ms; /* least time between two uploads while running,
+                                            * default 600 s (a clean stop always uploads) */
     int64_t consolidate_deletes_after; /* v2 upsert tables: consolidate position deletes into one
                                         * file per data file once this many delete files are
                                         * not; default 8, 0 = never */

@@ -336,6 +336,8 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->memory_limit_bytes = 1ull << 30;
     d->index_memory_limit_bytes = 128u << 20;
     d->consolidate_deletes_after = 8;
+    d->persist_key_index = true;
+    d->persist_key_index_interval_ms = 600 * 1000;
 }
 
 static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)

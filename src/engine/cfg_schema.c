@@ -287,6 +287,8 @@ static const cfg_node n_readers = {
     .values = v_readers,
     .desc = "query engines that read the tables; they choose the format version and deletes"};
 static const cfg_node n_format_version = {.type = CFG_INT, .min = 2, .max = 3};
+static const cfg_node n_persist_interval = {
+    .type = CFG_SECONDS, .min = 0, .max = 604800, .def = "600"};
 static const cfg_node n_consolidate = {.type = CFG_INT, .min = 0, .max = 1000000, .def = "8"};
 
 static const cfg_enum_value v_delete_mode[] = {
@@ -429,6 +431,13 @@ static const cfg_prop p_destination[] = {
      "resident memory of the primary-key indexes of all tables (default 128MiB)"},
     {"index_dir", &n_string, DST(index_dir), 0, NULL,
      "local folder for key-index files (default $XDG_CACHE_HOME/firn)"},
+    {"persist_key_index", &n_bool, DST(persist_key_index), 0, NULL,
+     "upsert tables: keep the key index next to the table (metadata/firn-index/) so another "
+     "host loads it instead of reading every key column (default true)"},
+    {"persist_key_index_interval_seconds", &n_persist_interval, DST(persist_key_index_interval_ms),
+     0, NULL,
+     "least time between two uploads of a key index while running (default 600; a clean stop "
+     "and the end of a backfill always upload)"},
     {"consolidate_deletes_after", &n_consolidate, DST(consolidate_deletes_after), 0, NULL,
      "format-2 upsert tables: position-delete files left before they are consolidated into one "
      "file per data file (default 8, 0: never)"},

@@ -512,6 +512,8 @@ static firn_rc commit_fresh(bf_table *bt, uint64_t lsn_after, firn_err *err)
         rc = reset_index(t, err);
     else if (t->upsert && t->index)
         firn__table_index_synced(t);
+    if (rc == FIRN_OK && t->upsert && t->index && !t->index_dirty)
+        firn__table_share_persist(t, true); /* the end of a backfill: the whole index is new */
     t->index_dirty = false;
     return rc;
 }

@@ -287,6 +287,8 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
         firn_summary_set_i64(&keys, FIRN_SUMMARY_PART_LSN, (int64_t)t->part_lsn);
         firn_summary_set_i64(&keys, FIRN_SUMMARY_PART_CHANGES, (int64_t)t->part_changes);
     }
+    if (t->index_ref && t->upsert)
+        firn_summary_set(&keys, FIRN_SUMMARY_KEY_INDEX, t->index_ref);
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;
@@ -388,8 +390,11 @@ static firn_rc collect_deletes(firn__table *t, const firn__fold *f, flush_out *o
     }
     FIRN_TRY(firn__pkindex_lookup(t->index, o->keys, f->n_keys, o->old, o->present, err));
     for (size_t k = 0; k < f->n_keys; k++) {
-        /* A row in a file another writer removed went with it: nothing to delete. */
-        if (!o->present[k] || t->dv_files[o->old[k].file].gone)
+        /* A row in a file another writer removed went with it: nothing to delete. A row already
+         * deleted needs no delete either (an index caught up from an older snapshot still
+         * points deleted keys at their rows: docs/internals/pkindex.md "Persistence"). */
+        const firn__dvfile *dv = o->present[k] ? &t->dv_files[o->old[k].file] : NULL;
+        if (!dv || dv->gone || (dv->dead && firn_bitmap64_contains(dv->dead, o->old[k].pos)))
             continue;
         firn__posdel *d = &o->dels[o->n_dels++];
         d->path = firn__pkindex_file(t->index, o->old[k].file);
@@ -589,8 +594,10 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
                                    o.n_files - n_data, &o.cons);
     if (rc == FIRN_OK)
         rc = update_index(t, &f, &o, err);
-    if (rc == FIRN_OK)
+    if (rc == FIRN_OK) {
         firn__table_index_advanced(t);
+        firn__table_share_persist(t, false); /* every persist_key_index_interval */
+    }
     if (rc == FIRN_OK) {
         t->rows_written += f.n_upserts;
         FIRN_LOG(FIRN_LOG_INFO, "engine",

@@ -235,4 +235,78 @@ void firn__pkindex_touch(firn__pkindex *idx);
 /** Writes the memtable to a run (eng_pkindex.c). */
 FIRN_MUST_CHECK firn_rc firn__pkindex_flush(firn__pkindex *idx, firn_err *err);
 
+/* ---- the copy next to the table (eng_pkindex_remote.c) ------------------------------------ */
+
+/** One run of a persisted index: its file name next to the manifest, and what its header says
+ * (the identity that lets a later upload reuse it), the size and crc32 of the whole file. */
+typedef struct firn__pkxrun {
+    char *name; /* "run-<uuid>.pkr" */
+    uint32_t id, level;
+    uint64_t bytes, entries, min_h, max_h;
+    uint32_t crc;
+} firn__pkxrun;
+
+/** An index manifest: the index of table table_uuid at snapshot snapshot_id, with its runs
+ * (newest first, files next to the manifest) and its file table (ordinal -> data file path). */
+typedef struct firn__pkxman {
+    char *table_uuid;
+    int64_t snapshot_id;
+    uint8_t seed[16];
+    uint64_t keys;
+    uint32_t next_run_id;
+    firn__pkxrun *runs;
+    size_t n_runs;
+    char **files;
+    uint32_t n_files;
+} firn__pkxman;
+
+/** Files and bytes copied by an upload or download. */
+typedef struct firn__pkxfer {
+    uint64_t runs, bytes;
+} firn__pkxfer;
+
+/** Appends the encoding of m to b: "FIRNPKX1", version, crc32 of the rest, then the fields
+ * (little endian, strings length-prefixed). FIRN_ERR_TOO_LARGE past b's maximum. */
+FIRN_MUST_CHECK firn_rc firn__pkxman_encode(const firn__pkxman *m, firn_buf *b);
+/** Decodes a manifest into *m (owned: firn__pkxman_free). FIRN_ERR_PARSE for a damaged one. */
+FIRN_MUST_CHECK firn_rc firn__pkxman_decode(const uint8_t *p,
+                                            size_t len,
+                                            firn__pkxman *m,
+                                            firn_err *err);
+/** Reads and decodes the manifest at location. FileIO errors (FIRN_ERR_NOT_FOUND), PARSE. */
+FIRN_MUST_CHECK firn_rc firn__pkxman_read(firn_io *io,
+                                          const char *location,
+                                          firn__pkxman *m,
+                                          firn_err *err);
+/** Frees what m owns and zeroes it (NULL accepted). */
+void firn__pkxman_free(firn__pkxman *m);
+/** Deletes (best effort) the run files of old under folder that keep does not name. */
+void firn__pkxman_remove_unused(firn_io *io,
+                                const char *folder,
+                                const firn__pkxman *old,
+                                const firn__pkxman *keep);
+/** Flushes idx's memtable and copies every run that prev (an earlier manifest of the same seed,
+ * NULL: none) does not already name to folder/run-<uuid>.pkr, streaming PK_XFER_CHUNK bytes at
+ * a time; *out describes idx at snapshot_id. On error, the copies this call made are removed.
+ * Errors from FileIO and the run files. Not thread-safe with other calls on idx. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_upload(firn__pkindex *idx,
+                                             firn_io *io,
+                                             const char *folder,
+                                             const char *table_uuid,
+                                             int64_t snapshot_id,
+                                             const firn__pkxman *prev,
+                                             firn__pkxman *out,
+                                             firn__pkxfer *stats,
+                                             firn_err *err);
+/** Fills the empty index idx (its own folder, locked and emptied here) with m: copies m's runs
+ * from folder, checking their sizes and crc32, opens them and takes m's seed, key count and
+ * file table. On error idx is in an undefined state: free it. Errors from FileIO; FIRN_ERR_PARSE
+ * for a run that does not match m. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_download(firn__pkindex *idx,
+                                               firn_io *io,
+                                               const char *folder,
+                                               const firn__pkxman *m,
+                                               firn__pkxfer *stats,
+                                               firn_err *err);
+
 #endif

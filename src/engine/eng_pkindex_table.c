@@ -85,6 +85,7 @@ firn__pkindex *firn__table_new_index(firn__table *t)
     index_opts(t, &o);
     t->index_loaded = false;
     t->index_synced = false;
+    t->index_catchup = false;
     firn__keymap_free(t->index_paths);
     t->index_paths = NULL;
     return firn__pkindex_new_opts(&o);
@@ -118,13 +119,18 @@ firn_rc firn__table_open_index(firn__table *t, bool load, firn_err *err)
         firn_err_context(err, "while opening the key index of table \"%s\"", t->display);
         return rc;
     }
-    t->index_loaded = loaded;
     t->index_synced = false;
+    t->index_catchup = false;
     if (!loaded) {
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": no usable local key index (%s)",
                  t->display, why);
-        return FIRN_OK;
+        loaded = firn__table_share_fetch(t); /* the copy next to the table, if any */
+    } else {
+        firn__table_share_adopt(t);
     }
+    t->index_loaded = loaded;
+    if (!loaded)
+        return FIRN_OK;
     /* Data files of the snapshot find their ordinals by path; until placed, every ordinal has
      * a placeholder (files no longer live keep it: no entry points at them). */
     uint32_t n = firn__pkindex_files(t->index);
@@ -169,6 +175,7 @@ void firn__table_index_loaded_done(firn__table *t)
     firn__keymap_free(t->index_paths);
     t->index_paths = NULL;
     t->index_loaded = false;
+    t->index_catchup = false;
 }
 
 void firn__table_index_synced(firn__table *t)
@@ -193,8 +200,10 @@ void firn__table_index_advanced(firn__table *t)
 
 void firn__table_save_index(firn__table *t)
 {
-    if (!t->index || !t->index_dir)
+    if (!t->index || !t->index_dir) {
+        firn__table_share_persist(t, true);
         return;
+    }
     if (!t->index_synced || t->index_snapshot != current_snapshot_id(t)) {
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": key index not saved (it does not hold the current snapshot)",
@@ -213,4 +222,5 @@ void firn__table_save_index(firn__table *t)
     }
     FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": key index saved in \"%s\" (%.1f s)",
              t->display, t->index_dir, (double)(firn_monotonic_ns() - t0) / 1e9);
+    firn__table_share_persist(t, true);
 }

@@ -22,6 +22,7 @@ void firn__table_deinit(firn__table *t)
     firn__pkindex_free(t->index);
     firn__keymap_free(t->index_paths);
     firn_free(t->index_dir);
+    firn__table_share_free(t);
     firn__dv_files_free(t->dv_files, t->n_files);
     firn__delfiles_reset(t);
     for (size_t i = 0; i < t->n_files; i++)
@@ -494,6 +495,8 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         FIRN_TRY(firn__table_open_index(t, rebuild, err));
         if (rebuild)
             FIRN_TRY(firn__table_rebuild_index(t, err));
+        if (rebuild)
+            firn__table_share_persist(t, false); /* a rebuilt index, nothing next to the table */
     }
     recopy_for_defaults(t);
     return FIRN_OK;
@@ -726,9 +729,10 @@ place_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_e
     return FIRN_OK;
 }
 
-/* Adds every live row of one data file to the index; a v3 table keeps its deleted rows and DV. */
-static firn_rc
-index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_err *err)
+/* Adds every live row of one data file to the index; a v3 table keeps its deleted rows and DV.
+ * With lookup (catching a loaded index up), a key the index has is moved, keeping the count. */
+static firn_rc index_data_file(
+    firn__table *t, const firn_data_file *f, dead_rows *dead, bool lookup, firn_err *err)
 {
     firn_field *sel = firn_field_new(0, "", FIRN_TYPE_STRUCT, true);
     for (size_t k = 0; k < t->n_key; k++)
@@ -755,7 +759,9 @@ index_data_file(firn__table *t, const firn_data_file *f, dead_rows *dead, firn_e
             firn_buf_reset(&key);
             rc = firn_batch_key_encode(b, i, cols, t->n_key, &key);
             firn__pkloc loc = {ord, (uint32_t)pos};
-            if (rc == FIRN_OK) /* keys of a consistent table are unique: no lookup */
+            if (rc == FIRN_OK && lookup)
+                rc = firn__pkindex_put(t->index, key.data, key.len, loc, err);
+            else if (rc == FIRN_OK) /* keys of a consistent table are unique: no lookup */
                 rc = firn__pkindex_set(t->index, firn__pkindex_key(t->index, key.data, key.len),
                                        loc, false, err);
         }
@@ -830,6 +836,7 @@ static firn_rc rebuild_once(firn__table *t, bool *out_converted, firn_err *err)
     int64_t t0 = firn_monotonic_ns();
     bool loaded = t->index_loaded, has_eq = false;
     size_t n_index = n; /* manifests whose data files are indexed */
+    size_t caught = 0;  /* data files a loaded index did not know (catching up) */
     *out_converted = false;
     /* Position deletes and DVs first, so dead rows are skipped while the data files are indexed. */
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
@@ -860,7 +867,14 @@ static firn_rc rebuild_once(firn__table *t, bool *out_converted, firn_err *err)
                 continue;
             dead_rows *d = dead_for(&dead, en->file.file_path, false);
             rc = loaded ? place_data_file(t, &en->file, d, err)
-                        : index_data_file(t, &en->file, d, err);
+                        : index_data_file(t, &en->file, d, false, err);
+            if (rc == FIRN_ERR_NOT_FOUND && t->index_catchup) {
+                /* Added after the snapshot the index holds: its live rows are the newest of
+                 * their keys (older rows of a key are deleted, or in files no longer live). */
+                firn_err_clear(err);
+                rc = index_data_file(t, &en->file, d, true, err);
+                caught++;
+            }
         }
     }
     if (rc == FIRN_OK && !loaded)
@@ -868,9 +882,10 @@ static firn_rc rebuild_once(firn__table *t, bool *out_converted, firn_err *err)
     if (rc == FIRN_OK && !*out_converted)
         track_delfiles(t, &dead);
     if (rc == FIRN_OK && n_index > 0)
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": key index %s: %zu keys, %zu files, %.1f s",
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": key index %s: %zu keys, %zu files, %zu caught up, %.1f s",
                  t->display, loaded ? "read from local disk" : "loaded",
-                 firn__pkindex_count(t->index), t->n_files,
+                 firn__pkindex_count(t->index), t->n_files, caught,
                  (double)(firn_monotonic_ns() - t0) / 1e9);
     dead_free(&dead);
     for (size_t i = 0; i < n; i++)
@@ -953,7 +968,7 @@ index_added_by(firn__table *t, const firn_snapshot *s, firn__keymap *paths, firn
             if (en->status == FIRN_ENTRY_DELETED) {
                 note_removed(t, paths, &en->file);
             } else if (en->status == FIRN_ENTRY_ADDED && en->file.content == FIRN_CONTENT_DATA) {
-                rc = index_data_file(t, &en->file, NULL, err);
+                rc = index_data_file(t, &en->file, NULL, false, err);
                 if (rc == FIRN_OK)
                     map_path(paths, en->file.file_path, (uint32_t)(t->n_files - 1));
             }

@@ -309,6 +309,9 @@ FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
  * while that LSN is past firn.lsn; a replay of the transaction skips exactly those changes. */
 #define FIRN_SUMMARY_PART_LSN     "firn.part-lsn"
 #define FIRN_SUMMARY_PART_CHANGES "firn.part-changes"
+/* Location of the newest key index manifest persisted next to an upsert table when the commit
+ * was made (docs/internals/pkindex.md "Persistence"): a start catches it up from its snapshot. */
+#define FIRN_SUMMARY_KEY_INDEX "firn.key-index"
 
 typedef struct firn__engine firn__engine;
 
@@ -380,7 +383,13 @@ typedef struct firn__table {
     bool index_synced;     /* the index holds exactly snapshot index_snapshot */
     int64_t index_snapshot;
     firn__keymap *index_paths; /* while placing files of a loaded index: path -> ordinal */
-    pthread_mutex_t mu;        /* guards pending, files and index during backfill */
+    bool index_catchup;        /* the loaded index holds an older snapshot: the rebuild indexes
+                                * the data files it does not know instead of failing */
+    char *index_ref;           /* newest index manifest next to the table (firn.key-index) */
+    struct firn__pkxman *index_remote; /* its contents (runs already uploaded) */
+    int64_t index_persist_ns;          /* monotonic time of the last upload or download, 0:
+                                        * none (the next chance uploads) */
+    pthread_mutex_t mu;                /* guards pending, files and index during backfill */
     firn_pg_decode_stats stats;
     uint64_t rows_written;
     firn_strlist default_added; /* columns this run added to the table that have a source
@@ -492,6 +501,25 @@ void firn__table_index_advanced(firn__table *t);
 /** At a clean stop: saves the index for the next start when it holds the current snapshot
  * (logs, never fails). */
 void firn__table_save_index(firn__table *t);
+
+/* ---- the key index next to the table (eng_pkindex_share.c) -------------------------------- */
+
+/** With destination.persist_key_index, for the empty index just opened in t's folder: finds the
+ * newest index persisted next to the table for an ancestor of the current snapshot and downloads
+ * it into t->index (true; t->index_catchup when it holds an older snapshot). False when there is
+ * none or it is not usable (one log line; t->index is then a new empty index). */
+bool firn__table_share_fetch(firn__table *t);
+/** After t's index was loaded from its local folder: remembers the manifest next to the table,
+ * so that runs it already names are not uploaded again. */
+void firn__table_share_adopt(firn__table *t);
+/** With destination.persist_key_index: uploads t's index (new runs, a manifest
+ * "<location>/metadata/firn-index/index-<snapshot id>.pkm") when it holds the current snapshot
+ * exactly, is not there yet, and force or persist_key_index_interval passed since the last
+ * upload (or none was made). Logs, never fails. Later commits name the manifest in their
+ * summary (FIRN_SUMMARY_KEY_INDEX). */
+void firn__table_share_persist(firn__table *t, bool force);
+/** Frees t's persisted-index state. */
+void firn__table_share_free(firn__table *t);
 
 /** Commits one snapshot to t: added data files, added delete files, removed files (paths) or
  * truncate, with firn.lsn = lsn (0: keep the previous value) and extra (NULL or more keys).

@@ -52,7 +52,8 @@ def test_index_saved_loaded_and_rebuilt(pg, pg_db, firn_bin, duck, tmp_path):
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(SCHEMA)
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, TABLES, destination={"index_dir": str(idx), "index_memory_limit": "4MiB"})
+        fe.setup(pg, TABLES, destination={"index_dir": str(idx), "index_memory_limit": "4MiB",
+                                         "persist_key_index": False})
 
         # Backfill, then a clean stop: each table's index is saved (runs + manifest).
         out = fe.sync().stderr

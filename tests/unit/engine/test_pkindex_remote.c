@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The key index kept next to the table: the index manifest's encoding (round trip, damage
+ * refused), upload and download through the local FileIO (the downloaded index answers like the
+ * original; unchanged runs are not uploaded again; a damaged or missing run is refused). */
+#include "engine/eng_pkindex_int.h"
+#include "t.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N_KEYS 30000u
+
+static char *temp_dir(void)
+{
+    char tmpl[] = "/tmp/firn-test-pkremote-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    FIRN_ASSERT(d != NULL);
+    return firn_strdup(d);
+}
+
+static void sh(const char *fmt, ...) FIRN_PRINTF(1, 2);
+
+static void sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    T_EQ_INT(system(cmd), 0);
+}
+
+static char *sub(const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return firn_strdup(p);
+}
+
+static firn__pkkey key_of(const firn__pkindex *idx, uint32_t i)
+{
+    uint8_t k[32];
+    int n = snprintf((char *)k + 5, sizeof(k) - 5, "k%u", i * 7919u);
+    k[0] = 1;
+    k[1] = (uint8_t)n;
+    k[2] = k[3] = k[4] = 0;
+    return firn__pkindex_key(idx, k, 5 + (size_t)n);
+}
+
+/* Keys i < N_KEYS with i % 5 != 0 live at (i % 7, i + shift). */
+static void fill(firn__pkindex *idx, uint32_t shift)
+{
+    firn_err err = {0};
+    for (uint32_t f = 0; f < 7 && firn__pkindex_files(idx) < 7; f++) {
+        char loc[64];
+        snprintf(loc, sizeof(loc), "file:///w/t/data/%u.parquet", f);
+        firn__pkindex_add_file(idx, loc);
+    }
+    for (uint32_t i = 0; i < N_KEYS; i++)
+        T_OK_ERR(firn__pkindex_set(idx, key_of(idx, i), (firn__pkloc){i % 7, i + shift}, shift > 0,
+                                   &err),
+                 &err);
+    for (uint32_t i = 0; i < N_KEYS && shift == 0; i += 5)
+        T_OK_ERR(firn__pkindex_unset(idx, key_of(idx, i), true, &err), &err);
+}
+
+static void check(firn__pkindex *idx, uint32_t shift)
+{
+    firn_err err = {0};
+    firn__pkkey *keys = firn_calloc(N_KEYS, sizeof(*keys));
+    firn__pkloc *locs = firn_calloc(N_KEYS, sizeof(*locs));
+    bool *found = firn_calloc(N_KEYS, sizeof(*found));
+    for (uint32_t i = 0; i < N_KEYS; i++)
+        keys[i] = key_of(idx, i);
+    T_OK_ERR(firn__pkindex_lookup(idx, keys, N_KEYS, locs, found, &err), &err);
+    for (uint32_t i = 0; i < N_KEYS; i++) {
+        T_EQ_INT(found[i], shift > 0 || i % 5 != 0);
+        if (found[i]) {
+            T_EQ_UINT(locs[i].file, i % 7);
+            T_EQ_UINT(locs[i].pos, i + shift);
+        }
+    }
+    T_EQ_UINT(firn__pkindex_files(idx), 7);
+    T_EQ_STR(firn__pkindex_file(idx, 3), "file:///w/t/data/3.parquet");
+    firn_free(keys);
+    firn_free(locs);
+    firn_free(found);
+}
+
+static firn__pkindex *open_dir(const char *dir)
+{
+    firn__pkindex_opts o = {dir, 96 << 10, NULL};
+    firn__pkindex *idx = NULL;
+    char why[256];
+    bool loaded = true;
+    firn_err err = {0};
+    T_OK_ERR(firn__pkindex_open(&o, "t@1", &idx, &loaded, why, sizeof(why), &err), &err);
+    T_FALSE(loaded);
+    return idx;
+}
+
+T_TEST(manifest_round_trip)
+{
+    firn__pkxrun runs[2] = {
+        {"run-a.pkr", 7, 1, 123456, 30000, 5, UINT64_MAX - 3, 0xdeadbeefu},
+        {"run-b.pkr", 3, 0, 8192, 1, 42, 42, 1},
+    };
+    char *files[3] = {"s3://b/t/data/0.parquet", "", "gs://b/t/data/2.parquet"};
+    firn__pkxman m = {.table_uuid = "0c7f6d2e-1111-4a4b-8c8d-0123456789ab",
+                      .snapshot_id = 8765432109876543210,
+                      .keys = 123456789012ull,
+                      .next_run_id = 9,
+                      .runs = runs,
+                      .n_runs = 2,
+                      .files = files,
+                      .n_files = 3};
+    for (int i = 0; i < 16; i++)
+        m.seed[i] = (uint8_t)(i * 17 + 1);
+    firn_buf b;
+    firn_buf_init(&b, 1 << 20);
+    T_OK(firn__pkxman_encode(&m, &b));
+    firn__pkxman d;
+    firn_err err = {0};
+    T_OK_ERR(firn__pkxman_decode(b.data, b.len, &d, &err), &err);
+    T_EQ_STR(d.table_uuid, m.table_uuid);
+    T_EQ_INT(d.snapshot_id, m.snapshot_id);
+    T_EQ_MEM(d.seed, m.seed, 16);
+    T_EQ_UINT(d.keys, m.keys);
+    T_EQ_UINT(d.next_run_id, 9);
+    T_EQ_UINT(d.n_runs, 2);
+    for (size_t i = 0; i < 2; i++) {
+        T_EQ_STR(d.runs[i].name, runs[i].name);
+        T_EQ_UINT(d.runs[i].id, runs[i].id);
+        T_EQ_UINT(d.runs[i].level, runs[i].level);
+        T_EQ_UINT(d.runs[i].bytes, runs[i].bytes);
+        T_EQ_UINT(d.runs[i].entries, runs[i].entries);
+        T_EQ_UINT(d.runs[i].min_h, runs[i].min_h);
+        T_EQ_UINT(d.runs[i].max_h, runs[i].max_h);
+        T_EQ_UINT(d.runs[i].crc, runs[i].crc);
+    }
+    T_EQ_UINT(d.n_files, 3);
+    for (size_t i = 0; i < 3; i++)
+        T_EQ_STR(d.files[i], files[i]);
+    firn__pkxman_free(&d);
+
+    /* Every flipped byte and every truncation is refused (crc, magic, version, lengths). */
+    for (size_t i = 0; i < b.len; i++) {
+        b.data[i] ^= 0x20;
+        T_TRUE(firn__pkxman_decode(b.data, b.len, &d, &err) == FIRN_ERR_PARSE);
+        b.data[i] ^= 0x20;
+    }
+    for (size_t n = 0; n < b.len; n += 7)
+        T_TRUE(firn__pkxman_decode(b.data, n, &d, &err) == FIRN_ERR_PARSE);
+    /* A run name with a folder in it is refused even with a good crc. */
+    runs[1].name = "../x.pkr";
+    firn_buf_reset(&b);
+    T_OK(firn__pkxman_encode(&m, &b));
+    T_TRUE(firn__pkxman_decode(b.data, b.len, &d, &err) == FIRN_ERR_PARSE);
+    firn_buf_deinit(&b);
+}
+
+static firn__pkindex *
+download(const char *dir, firn_io *io, const char *folder, const firn__pkxman *m, firn_rc want)
+{
+    firn__pkindex *idx = open_dir(dir);
+    firn__pkxfer x = {0};
+    firn_err err = {0};
+    firn_rc rc = firn__pkindex_download(idx, io, folder, m, &x, &err);
+    T_EQ_INT(rc, want);
+    if (rc == FIRN_OK)
+        T_EQ_UINT(x.runs, m->n_runs);
+    return idx;
+}
+
+T_TEST(upload_then_download)
+{
+    char *root = temp_dir();
+    char *a = sub(root, "a"), *b = sub(root, "b"), *folder = sub(root, "table/metadata/firn-index");
+    firn_io *io = firn_io_local_new();
+    firn_err err = {0};
+    firn__pkindex *idx = open_dir(a);
+    fill(idx, 0);
+    firn__pkxman m1, m2;
+    firn__pkxfer x = {0};
+    T_OK_ERR(firn__pkindex_upload(idx, io, folder, "uuid-1", 11, NULL, &m1, &x, &err), &err);
+    firn__pkindex_stats st;
+    firn__pkindex_stats_get(idx, &st);
+    T_TRUE(st.runs > 1);
+    T_EQ_UINT(m1.n_runs, st.runs);
+    T_EQ_UINT(x.runs, st.runs);
+    T_EQ_UINT(x.bytes, st.disk_bytes);
+    T_EQ_UINT(m1.keys, N_KEYS - N_KEYS / 5);
+    T_EQ_INT(m1.snapshot_id, 11);
+
+    /* Unchanged: nothing uploaded again. Changed: only the new runs. */
+    firn__pkxfer x2 = {0};
+    T_OK_ERR(firn__pkindex_upload(idx, io, folder, "uuid-1", 12, &m1, &m2, &x2, &err), &err);
+    T_EQ_UINT(x2.runs, 0);
+    for (size_t i = 0; i < m2.n_runs; i++)
+        T_EQ_STR(m2.runs[i].name, m1.runs[i].name);
+    firn__pkxman_free(&m2);
+
+    /* Another host: the downloaded index answers as the original. */
+    firn__pkindex *got = download(b, io, folder, &m1, FIRN_OK);
+    check(got, 0);
+    T_EQ_UINT(firn__pkindex_count(got), N_KEYS - N_KEYS / 5);
+    /* It keeps working: changes, merges, then another upload reuses what it can. */
+    fill(got, 1);
+    check(got, 1);
+    x2 = (firn__pkxfer){0};
+    T_OK_ERR(firn__pkindex_upload(got, io, folder, "uuid-1", 13, &m1, &m2, &x2, &err), &err);
+    T_TRUE(x2.runs >= 1);
+    firn__pkxman_remove_unused(io, folder, &m1, &m2);
+    firn__pkindex_free(got);
+    got = download(b, io, folder, &m2, FIRN_OK);
+    check(got, 1);
+    firn__pkindex_free(got);
+    firn__pkxman_free(&m2);
+    firn__pkindex_free(idx);
+    firn__pkxman_free(&m1);
+    firn_io_free(io);
+    sh("rm -rf '%s'", root);
+    firn_free(a);
+    firn_free(b);
+    firn_free(folder);
+    firn_free(root);
+}
+
+T_TEST(damaged_or_missing_run_is_refused)
+{
+    char *root = temp_dir();
+    char *a = sub(root, "a"), *b = sub(root, "b"), *folder = sub(root, "t/metadata/firn-index");
+    firn_io *io = firn_io_local_new();
+    firn_err err = {0};
+    firn__pkindex *idx = open_dir(a);
+    fill(idx, 0);
+    firn__pkxman m;
+    firn__pkxfer x = {0};
+    T_OK_ERR(firn__pkindex_upload(idx, io, folder, "u", 1, NULL, &m, &x, &err), &err);
+    T_TRUE(m.n_runs > 1);
+    char *victim = sub(folder, m.runs[m.n_runs - 1].name);
+
+    /* A manifest that disagrees with a run's header (another index's run under that name). */
+    m.runs[0].entries++;
+    firn__pkindex_free(download(b, io, folder, &m, FIRN_ERR_PARSE));
+    m.runs[0].entries--;
+    firn__pkindex_free(download(b, io, folder, &m, FIRN_OK));
+    /* One flipped byte in a data page: the checksum of the whole file catches it. */
+    sh("printf 'Z' | dd of='%s' bs=1 seek=5000 conv=notrunc status=none", victim);
+    firn__pkindex_free(download(b, io, folder, &m, FIRN_ERR_PARSE));
+    sh("test $(ls '%s' | grep -c 'tmp$') = 0", b); /* no leftovers */
+    /* A missing one. */
+    sh("rm '%s'", victim);
+    firn__pkindex_free(download(b, io, folder, &m, FIRN_ERR_NOT_FOUND));
+    firn__pkxman_free(&m);
+    firn__pkindex_free(idx);
+    firn_io_free(io);
+    sh("rm -rf '%s'", root);
+    firn_free(victim);
+    firn_free(a);
+    firn_free(b);
+    firn_free(folder);
+    firn_free(root);
+}
+
+T_MAIN(T_CASE(manifest_round_trip),
+       T_CASE(upload_then_download),
+       T_CASE(damaged_or_missing_run_is_refused))
