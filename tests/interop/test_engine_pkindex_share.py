@@ -18,9 +18,9 @@ from test_engine_e2e import compare_table
 
 SCHEMA = """
 CREATE TABLE big (id int8 PRIMARY KEY, v int4, note text);
-INSERT INTO big SELECT g, g % 1000, 'n' || g FROM generate_series(1, 60000) g;
+INSERT INTO big SELECT g, g % 1000, 'n' || g FROM generate_series(1, 30000) g;
 CREATE TABLE named (region text, code text, n int4, PRIMARY KEY (region, code));
-INSERT INTO named SELECT 'r' || (g % 50), 'c' || g, g FROM generate_series(1, 20000) g;
+INSERT INTO named SELECT 'r' || (g % 50), 'c' || g, g FROM generate_series(1, 10000) g;
 """
 TABLES = ["big", "named"]
 
@@ -31,7 +31,7 @@ def change(conn, k: int) -> None:
     conn.execute(f"DELETE FROM big WHERE id % 101 = {k + 1}")
     conn.execute(f"INSERT INTO big SELECT 200000 + {k} * 1000 + g, g, 'new' FROM "
                  "generate_series(1, 500) g")
-    conn.execute(f"INSERT INTO big SELECT id, 7, 'back' FROM generate_series({k}, 60000, 101) id "
+    conn.execute(f"INSERT INTO big SELECT id, 7, 'back' FROM generate_series({k}, 30000, 101) id "
                  f"WHERE id % 101 = {k} ON CONFLICT (id) DO NOTHING")
     conn.execute(f"UPDATE named SET n = n + 1000000 WHERE n % 89 = {k}")
     conn.execute(f"DELETE FROM named WHERE n % 83 = {k + 2}")
@@ -116,7 +116,7 @@ def test_index_moves_between_hosts(pg, pg_db, firn_bin, duck, tmp_path):
         out = fe.sync().stderr
         assert out.count("key index uploaded next to the table") == 2, out[-3000:]
         first = {t: check_folder(fe, t) for t in TABLES}
-        assert first["big"]["keys"] == 60000 and first["named"]["keys"] == 20000
+        assert first["big"]["keys"] == 30000 and first["named"]["keys"] == 10000
         compare_all()
 
         # A again: its own folder, then at the stop only the new runs go up; the old manifest
@@ -160,9 +160,6 @@ def test_index_moves_between_hosts(pg, pg_db, firn_bin, duck, tmp_path):
         assert "key index loaded" not in out, out[-3000:]
         caught = [ln for ln in out.splitlines() if "key index read from local disk" in ln]
         assert len(caught) == 2 and all(" 0 caught up" not in ln for ln in caught), caught
-        compare_all()
-        change(conn, 5)
-        fe.sync()
         compare_all()
         for t in TABLES:
             check_folder(fe, t)
