@@ -287,6 +287,33 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
     return FIRN_OK;
 }
 
+/* The index key of row `row` of the chunk's kept keys. */
+static firn__pkkey kept_key(const chunk_out *o, size_t row)
+{
+    uint32_t start = row ? o->key_end[row - 1] : 0;
+    return firn__pkindex_key(o->t->index, o->keys.data + start, o->key_end[row] - start);
+}
+
+/* Adds rows [row, row + n) of the chunk, positions 0..n of file ord, to the index as new keys
+ * (the copy reads each row once), prefetching AHEAD keys ahead: each lands on a random line. */
+static firn_rc index_file(chunk_out *o, size_t row, size_t n, uint32_t ord, firn_err *err)
+{
+    enum { AHEAD = 8 };
+    firn__pkkey ring[AHEAD];
+    for (size_t i = 0; i < n + AHEAD; i++) {
+        if (i >= AHEAD) {
+            size_t j = i - AHEAD;
+            firn__pkloc loc = {ord, (uint32_t)j};
+            FIRN_TRY(firn__pkindex_set(o->t->index, ring[j % AHEAD], loc, false, err));
+        }
+        if (i < n) {
+            ring[i % AHEAD] = kept_key(o, row + i);
+            firn__pkindex_prefetch(o->t->index, ring[i % AHEAD]);
+        }
+    }
+    return FIRN_OK;
+}
+
 /* The chunk is complete: its files join the table's pending files, its keys the index. */
 static firn_rc close_chunk(bf_ctx *c, const firn_pg_chunk *chunk, firn_err *err)
 {
@@ -305,14 +332,9 @@ static firn_rc close_chunk(bf_ctx *c, const firn_pg_chunk *chunk, firn_err *err)
         size_t row = 0;
         for (size_t i = 0; i < n_files; i++) {
             uint32_t ord = t->index ? firn__table_add_file(t, &files[i]) : 0;
-            for (int64_t pos = 0; t->index && pos < files[i].record_count; pos++, row++) {
-                uint32_t start = row ? o->key_end[row - 1] : 0;
-                firn__pkloc loc = {ord, (uint32_t)pos};
-                firn__pkkey k =
-                    firn__pkindex_key(t->index, o->keys.data + start, o->key_end[row] - start);
-                if (rc == FIRN_OK) /* new keys: the copy reads each row once */
-                    rc = firn__pkindex_set(t->index, k, loc, false, err);
-            }
+            if (t->index && rc == FIRN_OK)
+                rc = index_file(o, row, (size_t)files[i].record_count, ord, err);
+            row += (size_t)files[i].record_count;
             t->pending[t->n_pending] = files[i];
             t->pending[t->n_pending].sort_order_id = (int32_t)chunk->id;
             t->n_pending++;

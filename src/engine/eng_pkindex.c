@@ -575,6 +575,12 @@ pk_slot_for(firn__pkindex *idx, firn__pkkey k, pk_slot **out, bool *found, firn_
     return FIRN_OK;
 }
 
+void firn__pkindex_prefetch(const firn__pkindex *idx, firn__pkkey k)
+{
+    if (idx->mt_len)
+        __builtin_prefetch(&idx->mt[mt_home(idx, k.h)], 1);
+}
+
 firn_rc
 firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err)
 {

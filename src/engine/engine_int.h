@@ -106,6 +106,9 @@ FIRN_MUST_CHECK firn_rc firn__pkindex_lookup(firn__pkindex *idx,
  * lookups. May write a run and merge runs: FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc
 firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err);
+/** Hints that k is about to be set: fetches the memtable line it probes first. Inserting many
+ * new keys, prefetch a few ahead; each lands on a random line otherwise waited for. */
+void firn__pkindex_prefetch(const firn__pkindex *idx, firn__pkkey k);
 /** Removes k (present as for firn__pkindex_set; nothing to do when false). FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_unset(firn__pkindex *idx,
                                             firn__pkkey k,

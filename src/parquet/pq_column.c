@@ -200,10 +200,17 @@ static bool dict_full(const pq_colw *cw)
         if (cw->dict_on) {                                                                         \
             pq_dict *d = &cw->dict;                                                                \
             uint32_t *ids = ids_reserve(cw, n);                                                    \
+            KEY prev_k = 0;                                                                        \
+            uint32_t prev_e = 0; /* id + 1 of prev_k: runs skip the hash probe */                  \
             for (size_t i = 0; i < n; i++) {                                                       \
                 DST v = (DST)src[idx ? idx[i] : base + i];                                         \
                 KEY k;                                                                             \
                 memcpy(&k, &v, sizeof(k));                                                         \
+                nans += ISNAN(v);                                                                  \
+                if (prev_e && k == prev_k) {                                                       \
+                    ids[i] = prev_e - 1;                                                           \
+                    continue;                                                                      \
+                }                                                                                  \
                 size_t pos = hash64(k) & d->mask;                                                  \
                 uint32_t e;                                                                        \
                 for (;;) {                                                                         \
@@ -227,7 +234,8 @@ static bool dict_full(const pq_colw *cw)
                     if ((ST)v > hi)                                                                \
                         hi = (ST)v;                                                                \
                 }                                                                                  \
-                nans += ISNAN(v);                                                                  \
+                prev_k = k;                                                                        \
+                prev_e = e;                                                                        \
                 ids[i] = e - 1;                                                                    \
             }                                                                                      \
             cw->n_ids += n;                                                                        \
@@ -394,10 +402,17 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
     const uint8_t *data = firn_column_data(col);
     pq_dict *d = &cw->dict;
     uint32_t *ids = cw->dict_on ? ids_reserve(cw, n) : NULL;
+    uint32_t prev_e = 0; /* id + 1 of the previous value: runs skip the hash probe */
+    const uint8_t *prev_p = NULL;
+    uint32_t prev_len = 0;
     for (size_t i = 0; i < n; i++) {
         size_t s = idx ? idx[i] : base + i;
         const uint8_t *p = data + off[s];
         uint32_t len = off[s + 1] - off[s];
+        if (prev_e && len == prev_len && (len == 0 || !memcmp(p, prev_p, len))) {
+            ids[i] = prev_e - 1;
+            continue;
+        }
         if (!cw->dict_on) {
             FIRN_TRY(firn_buf_reserve(&cw->plain, 4 + (size_t)len));
             memcpy(cw->plain.data + cw->plain.len, &len, 4);
@@ -423,6 +438,9 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
             FIRN_TRY(firn__pq_stat_bytes(&cw->stat, p, len, false));
         }
         ids[i] = e - 1;
+        prev_e = e;
+        prev_p = p;
+        prev_len = len;
     }
     if (cw->dict_on)
         cw->n_ids += n;

@@ -175,6 +175,22 @@ void firn__pg_stage_clear(firn__pg_stage *s)
     s->rows = 0;
 }
 
+/* d / 10^-e for a base-10000 digit d whose last -e decimal digits lie beyond the scale (e in
+ * -3..-1); UINT32_MAX when they are not all zero or e < -3. Constant divisors: no divisions. */
+static inline uint32_t frac_digits(uint32_t d, int e)
+{
+    switch (e) {
+    case -1:
+        return d % 10 ? UINT32_MAX : d / 10;
+    case -2:
+        return d % 100 ? UINT32_MAX : d / 100;
+    case -3:
+        return d % 1000 ? UINT32_MAX : d / 1000;
+    default:
+        return UINT32_MAX;
+    }
+}
+
 /* numeric(p<=18, s) as its unscaled value; the checks and messages of decode_decimal in
  * pg_value.c. A base-10000 digit d times 10^e stays below 10^18 for e <= 14; for larger e, d *
  * 10^e >= 10^18 >= limit unless d < 10^(18-e). */
@@ -219,10 +235,11 @@ static firn_rc dec64(const stage_col *c,
                 return firn__pg_bad_value(t, len, err, "value exceeds the column precision");
             acc += (uint64_t)d * (uint64_t)POW10[e];
         } else {
-            if (e <= -4 || d % (uint32_t)POW10[-e] != 0)
+            uint32_t q = frac_digits(d, e);
+            if (q == UINT32_MAX)
                 return firn__pg_bad_value(t, len, err,
                                           "more fractional digits than the column scale");
-            acc += d / (uint32_t)POW10[-e];
+            acc += q;
         }
         if (acc >= (uint64_t)c->limit)
             return firn__pg_bad_value(t, len, err, "value exceeds the column precision");
