@@ -349,17 +349,19 @@ FIRN_MUST_CHECK firn_rc firn_pgo_stream_create_slot(firn_pgo_stream *s,
                                                     uint64_t *out_consistent_lsn,
                                                     firn_err *err);
 
-/** Starts streaming from start_lsn (0: the slot's confirmed position). Everything the stream
- * delivers before the engine confirms is redelivered after a restart. Errors: FIRN_ERR_SOURCE
- * (slot missing, in use, invalidated: the message says so and what to run). */
+/** Starts streaming from start_lsn (0: the slot's confirmed position) and the receiver thread
+ * that owns the connection from then on: it reads ahead into a bounded queue, answers keepalives
+ * and sends status updates while the caller is busy (docs/cdc.md "Feedback"). Everything the
+ * stream delivers before the engine confirms is redelivered after a restart. Errors:
+ * FIRN_ERR_SOURCE (slot missing, in use, invalidated: the message says so and what to run),
+ * FIRN_ERR_IO (the thread could not start). */
 FIRN_MUST_CHECK firn_rc firn_pgo_stream_start(firn_pgo_stream *s,
                                               uint64_t start_lsn,
                                               firn_err *err);
 
 /** Delivers the next event of a committed transaction, waiting at most timeout_ms (0: do not
- * wait) and answering keepalives and sending status updates meanwhile; ev->type 0 when
- * nothing arrived in time. Call at least every few seconds even when the engine is busy,
- * or the server drops the connection after wal_sender_timeout. Errors: FIRN_ERR_NETWORK
+ * wait); ev->type 0 when nothing arrived in time. The receiver thread answers the server
+ * meanwhile, also between calls however far apart. Errors: FIRN_ERR_NETWORK
  * (connection dropped: restart the stream, nothing is lost), FIRN_ERR_SOURCE (server error,
  * e.g. slot invalidated), FIRN_ERR_PROTOCOL (undecodable message), FIRN_ERR_IO (spill file).
  * The event borrows from the stream until the next call. */
@@ -375,7 +377,8 @@ FIRN_MUST_CHECK firn_rc firn_pgo_stream_next(firn_pgo_stream *s,
  * server's WAL end so an idle publication does not pin WAL. */
 void firn_pgo_stream_confirm(firn_pgo_stream *s, uint64_t flushed_lsn);
 
-/** Sends a standby status update now (e.g. before a long pause). Errors: FIRN_ERR_NETWORK. */
+/** Sends a standby status update now (e.g. before a long pause); once streaming, the receiver
+ * thread sends it. Errors: FIRN_ERR_NETWORK (before streaming only). */
 FIRN_MUST_CHECK firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err *err);
 
 /** The relation with id relid as currently known, or NULL (borrowed). */

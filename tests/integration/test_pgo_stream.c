@@ -4,6 +4,7 @@
 #include "pgo_itest.h"
 
 #include <stdio.h>
+#include <time.h>
 
 /* Creates a publication and a slot named after tag, covering the given tables and it_marker. */
 static void setup(PGconn *c, const char *tag, const char *tables, const char *pub_opts)
@@ -316,10 +317,63 @@ T_TEST(exported_snapshot_and_idle_advance)
     PQfinish(c);
 }
 
+/* The engine may not call firn_pgo_stream_next for a while (a long flush and catalog commit):
+ * the receiver thread keeps answering the server, so a wal_sender_timeout far shorter than the
+ * pause does not end the connection, and what was confirmed before the pause is reported. */
+T_TEST(busy_consumer_keeps_connection)
+{
+    PGconn *c = it_connect();
+    it_sql(c, "ALTER SYSTEM SET wal_sender_timeout = '1s'");
+    it_sql(c, "SELECT pg_reload_conf()");
+    it_sql(c, "CREATE TABLE busy (id int PRIMARY KEY)");
+    setup(c, "busy", "busy", NULL);
+    firn_pgo_stream *s = start("busy", true, 0);
+    it_sql(c, "INSERT INTO busy VALUES (1)");
+    firn_buf out;
+    firn_buf_init(&out, 1 << 20);
+    it_drain(s, c, &out, NULL, NULL); /* confirms every commit, the marker's included */
+    T_EQ_STR(it_text(&out), "B\nR public.busy *id:23\nI busy (1)\nC\n");
+    char *pid =
+        it_value(c, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 's_busy'");
+    char *end = it_value(c, "SELECT pg_current_wal_insert_lsn()");
+    /* Busy for four timeouts: writes go on meanwhile, nothing calls the stream. */
+    it_sql(c, "INSERT INTO busy VALUES (2)");
+    for (int i = 0; i < 8; i++) {
+        struct timespec half = {0, 500000000};
+        nanosleep(&half, NULL);
+        it_sql(c, "INSERT INTO busy SELECT max(id) + 1 FROM busy");
+    }
+    char *pid2 =
+        it_value(c, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 's_busy'");
+    T_EQ_STR(pid2, pid);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT confirmed_flush_lsn >= '%s' FROM pg_replication_slots "
+             "WHERE slot_name = 's_busy'",
+             end);
+    char *v = it_value(c, sql);
+    T_EQ_STR(v, "t");
+    firn_buf_reset(&out);
+    it_drain(s, c, &out, NULL, NULL);
+    T_EQ_STR(it_text(&out), "B\nI busy (2)\nC\nB\nI busy (3)\nC\nB\nI busy (4)\nC\n"
+                            "B\nI busy (5)\nC\nB\nI busy (6)\nC\nB\nI busy (7)\nC\n"
+                            "B\nI busy (8)\nC\nB\nI busy (9)\nC\nB\nI busy (10)\nC\n");
+    it_sql(c, "ALTER SYSTEM RESET wal_sender_timeout");
+    it_sql(c, "SELECT pg_reload_conf()");
+    firn_free(v);
+    firn_free(pid);
+    firn_free(pid2);
+    firn_free(end);
+    firn_pgo_stream_free(s);
+    firn_buf_deinit(&out);
+    PQfinish(c);
+}
+
 T_MAIN(T_CASE(dml_in_text),
        T_CASE(binary_values),
        T_CASE(toast_default_and_full),
        T_CASE(large_streamed_transactions),
        T_CASE(schema_changes),
        T_CASE(partitioned_both_ways),
-       T_CASE(exported_snapshot_and_idle_advance))
+       T_CASE(exported_snapshot_and_idle_advance),
+       T_CASE(busy_consumer_keeps_connection))

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The replication connection: connect with replication=database and fixed session settings,
  * create the slot with an exported snapshot, START_REPLICATION with pgoutput options chosen by
- * server version, and the CopyData loop with keepalive answers and standby status updates
- * (after postgres src/bin/pg_basebackup/pg_recvlogical.c). Preflight checks: pgo_check.c. */
+ * server version, and the engine's side of the CopyData stream: the messages the receiver
+ * thread (pgo_recv.c: keepalive answers, standby status updates; after postgres
+ * src/bin/pg_basebackup/pg_recvlogical.c) queued, decoded in order. Preflight: pgo_check.c. */
 #include "pg_int.h"
 #include "pgo_stream_int.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
-#include <poll.h>
 #include <string.h>
 
 /* Session settings that change how values are sent (text output of dates, times, intervals,
@@ -239,7 +239,10 @@ firn_rc firn_pgo_stream_start(firn_pgo_stream *s, uint64_t start_lsn, firn_err *
     s->flushed_lsn = start_lsn;
     s->confirmed_lsn = start_lsn;
     s->last_status_ns = firn_monotonic_ns();
-    return FIRN_OK;
+    rc = firn__pgo_recv_start(s, err);
+    if (rc)
+        s->started = false;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -260,11 +263,9 @@ static uint64_t flush_position(const firn_pgo_stream *s)
     return flush > s->flushed_lsn ? flush : s->flushed_lsn;
 }
 
-firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err *err)
+/* Sends the status update; the receiver thread's once it runs (docs/cdc.md "Feedback"). */
+firn_rc firn__pgo_send_status_at(firn_pgo_stream *s, uint64_t flush, firn_err *err)
 {
-    if (!s->started)
-        return FIRN_OK;
-    const uint64_t flush = flush_position(s);
     firn_pgo_copy r = {.kind = 'r'};
     r.write_lsn = s->received_lsn > flush ? s->received_lsn : flush;
     r.flush_lsn = flush;
@@ -280,65 +281,72 @@ firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err *err)
     firn_buf_deinit(&b);
     if (rc)
         return rc;
-    if (flush != s->flushed_lsn) {
+    if (flush != atomic_load(&s->recv.reported_lsn)) {
         char l[24];
         firn__pgo_lsn_format(flush, l);
         FIRN_LOG(FIRN_LOG_DEBUG, "pg", "confirmed flush lsn=%s", l);
     }
-    s->flushed_lsn = flush;
+    atomic_store(&s->recv.reported_lsn, flush);
     s->last_status_ns = firn_monotonic_ns();
     return FIRN_OK;
+}
+
+/* The flush position as the engine's thread knows it, handed to the receiver thread. */
+static void publish(firn_pgo_stream *s, bool send_now)
+{
+    s->flushed_lsn = flush_position(s);
+    firn__pgo_recv_publish(s, s->flushed_lsn, send_now);
+}
+
+firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err *err)
+{
+    if (!s->started)
+        return FIRN_OK;
+    if (s->recv.running) {
+        publish(s, true);
+        return FIRN_OK;
+    }
+    s->flushed_lsn = flush_position(s);
+    return firn__pgo_send_status_at(s, s->flushed_lsn, err);
 }
 
 void firn_pgo_stream_confirm(firn_pgo_stream *s, uint64_t flushed_lsn)
 {
     if (flushed_lsn > s->confirmed_lsn)
         s->confirmed_lsn = flushed_lsn;
-}
-
-static firn_rc maybe_send_status(firn_pgo_stream *s, firn_err *err)
-{
-    if (firn_monotonic_ns() - s->last_status_ns >= s->status_interval_ns)
-        return firn_pgo_stream_send_status(s, err);
-    return FIRN_OK;
+    if (s->recv.running)
+        publish(s, false);
 }
 
 /* ------------------------------------------------------------------------------------------------
  * Receiving
  * ----------------------------------------------------------------------------------------------*/
 
-static firn_rc handle_copy(firn_pgo_stream *s, const char *buf, int len, firn_err *err)
+/* A message the receiver queued, in order: a keepalive's WAL end counts as confirmed WAL when
+ * everything before it was handed out and confirmed (flush_position); XLogData is decoded. */
+static firn_rc handle_item(firn_pgo_stream *s, const firn__pgo_item *it, firn_err *err)
 {
-    firn_pgo_copy c;
-    FIRN_TRY(firn_pgo_copy_decode(&c, buf, (size_t)len, err));
-    if (c.kind == 'k') {
-        if (firn__pgo_sess_idle(&s->sess) && c.wal_end > s->idle_wal_end)
-            s->idle_wal_end = c.wal_end;
-        if (c.reply_requested)
-            return firn_pgo_stream_send_status(s, err);
+    if (it->kind == 'k') {
+        if (firn__pgo_sess_idle(&s->sess) && it->wal_end > s->idle_wal_end)
+            s->idle_wal_end = it->wal_end;
         return FIRN_OK;
     }
-    if (c.kind != 'w')
-        return firn_err_set(err, FIRN_ERR_PROTOCOL, "unexpected replication message '%c'", c.kind);
-    if (c.wal_start > s->received_lsn)
-        s->received_lsn = c.wal_start;
-    s->bytes_received += c.payload.len;
+    s->bytes_received += it->len;
     s->messages++;
     if (s->capture)
-        s->capture(s->capture_ctx, &s->sess.opts, c.payload.ptr, c.payload.len);
-    firn_rc rc = firn__pgo_sess_feed(&s->sess, c.payload.ptr, c.payload.len, err);
+        s->capture(s->capture_ctx, &s->sess.opts, it->payload, it->len);
+    firn_rc rc = firn__pgo_sess_feed(&s->sess, it->payload, it->len, err);
     if (rc) {
         char l[24];
-        firn__pgo_lsn_format(c.wal_start, l);
+        firn__pgo_lsn_format(it->wal_start, l);
         firn_err_context(err, "at LSN %s", l);
     }
     return rc;
 }
 
 /* The copy stream ended: the server's reason, or a lost connection. */
-static firn_rc stream_ended(firn_pgo_stream *s, int r, firn_err *err)
+firn_rc firn__pgo_stream_ended(firn_pgo_stream *s, int r, firn_err *err)
 {
-    s->started = false;
     if (r == -2 || PQstatus(s->conn) == CONNECTION_BAD)
         return firn_err_set(err, FIRN_ERR_NETWORK,
                             "replication connection lost: %s; restart the stream (it resumes at "
@@ -354,20 +362,6 @@ static firn_rc stream_ended(firn_pgo_stream *s, int r, firn_err *err)
     return rc;
 }
 
-/* Waits until the socket is readable or wait_ms passed, then reads what arrived. */
-static firn_rc wait_input(firn_pgo_stream *s, int wait_ms, firn_err *err)
-{
-    struct pollfd pfd = {.fd = PQsocket(s->conn), .events = POLLIN};
-    if (pfd.fd < 0)
-        return firn_err_set(err, FIRN_ERR_NETWORK, "replication connection is closed");
-    const int n = poll(&pfd, 1, wait_ms);
-    if (n < 0 && errno != EINTR)
-        return firn_err_set_errno(err, FIRN_ERR_NETWORK, errno, "could not wait for the server");
-    if (n > 0 && !PQconsumeInput(s->conn))
-        return stream_ended(s, -2, err);
-    return FIRN_OK;
-}
-
 firn_rc firn_pgo_stream_next(firn_pgo_stream *s, int timeout_ms, firn_pgo_event *ev, firn_err *err)
 {
     memset(ev, 0, sizeof(*ev));
@@ -376,29 +370,22 @@ firn_rc firn_pgo_stream_next(firn_pgo_stream *s, int timeout_ms, firn_pgo_event 
     const int64_t deadline =
         firn_monotonic_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
     for (;;) {
-        FIRN_TRY(maybe_send_status(s, err));
         FIRN_TRY(firn__pgo_sess_next(&s->sess, ev, err));
         if (ev->type)
             return FIRN_OK;
-        char *buf = NULL;
-        const int r = PQgetCopyData(s->conn, &buf, 1);
-        if (r > 0) {
-            firn_rc rc = handle_copy(s, buf, r, err);
-            PQfreemem(buf);
-            if (rc)
-                return rc;
-            continue;
+        publish(s, false); /* everything decoded so far is handed out */
+        firn__pgo_item *it = NULL;
+        firn_rc rc = firn__pgo_recv_pop(s, deadline, &it, err);
+        if (rc) {
+            s->started = false;
+            return rc;
         }
-        if (r < 0)
-            return stream_ended(s, r, err);
-        const int64_t now = firn_monotonic_ns();
-        if (now >= deadline)
+        if (!it)
             return FIRN_OK;
-        int64_t wait_ns = deadline - now;
-        const int64_t status_ns = s->last_status_ns + s->status_interval_ns - now;
-        if (status_ns < wait_ns)
-            wait_ns = status_ns > 0 ? status_ns : 0;
-        FIRN_TRY(wait_input(s, (int)(wait_ns / 1000000) + 1, err));
+        rc = handle_item(s, it, err);
+        firn__pgo_item_free(it);
+        if (rc)
+            return rc;
     }
 }
 
@@ -416,7 +403,7 @@ void firn_pgo_stream_stats(const firn_pgo_stream *s, firn_pgo_stats *out)
     out->txns_streamed = s->sess.txns_streamed;
     out->txns_aborted = s->sess.txns_aborted;
     out->spilled_bytes = s->sess.spilled_bytes;
-    out->flushed_lsn = s->flushed_lsn;
+    out->flushed_lsn = atomic_load(&s->recv.reported_lsn);
     out->idle_wal_end = s->idle_wal_end;
     out->server_version = s->server_version;
     out->proto_version = s->proto_version;
@@ -432,6 +419,7 @@ void firn_pgo_stream_free(firn_pgo_stream *s)
 {
     if (!s)
         return;
+    firn__pgo_recv_stop(s); /* the connection is this thread's again */
     if (s->started) {
         firn_err ignored = {0};
         firn_rc_ignore(firn_pgo_stream_send_status(s, &ignored));

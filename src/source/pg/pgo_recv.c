@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The receiver thread of a started replication stream (docs/cdc.md "Feedback"): it owns the
+ * connection from START_REPLICATION until the stream is freed, keeps reading CopyData while the
+ * engine decodes, flushes and commits, queues the XLogData and keepalive messages in order (up to
+ * a byte budget; past it, it stops reading and the server waits), answers keepalives at once and
+ * sends a standby status update every status interval with the flush position the engine's
+ * thread last published. The engine's thread takes the messages in order (firn_pgo_stream_next)
+ * and decodes them; the session, the relations and every event stay on that thread. */
+#include "pg_int.h"
+#include "pgo_stream_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECV_ITEM_OVERHEAD 64  /* bytes counted per queued message besides its payload */
+#define RECV_BATCH         256 /* messages read before the thread looks at its flags again */
+/* With this much queued the engine's thread has work: the receiver reads every RECV_NAP_MS
+ * rather than at every packet, so it wakes up (and switches threads) far less often. */
+#define RECV_BACKLOG_BYTES (256u << 10)
+#define RECV_NAP_MS        2
+
+static void wake(firn__pgo_recv *r)
+{
+    const char b = 1;
+    /* A full pipe already holds a wakeup: nothing is lost when this write fails. */
+    ssize_t n = write(r->wake[1], &b, 1);
+    (void)n;
+}
+
+static void drain_wake(firn__pgo_recv *r)
+{
+    char b[64];
+    while (read(r->wake[0], b, sizeof(b)) > 0) {
+    }
+}
+
+/* Messages read in one go, queued together (one lock and one wakeup for many messages). */
+typedef struct batch {
+    firn__pgo_item *head, *tail;
+    size_t bytes;
+} batch;
+
+static void push(firn__pgo_recv *r, batch *b)
+{
+    if (!b->head)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (r->tail)
+        r->tail->next = b->head;
+    else
+        r->head = b->head;
+    r->tail = b->tail;
+    r->bytes += b->bytes;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Adds a message to the batch (takes buf, which may be NULL for a keepalive). */
+static void add(batch *b, const firn_pgo_copy *c, char *buf)
+{
+    firn__pgo_item *it = firn_calloc(1, sizeof(*it));
+    it->kind = c->kind;
+    it->buf = buf;
+    it->wal_start = c->wal_start;
+    it->wal_end = c->wal_end;
+    if (c->kind == 'w') {
+        it->payload = c->payload.ptr;
+        it->len = c->payload.len;
+    }
+    if (b->tail)
+        b->tail->next = it;
+    else
+        b->head = it;
+    b->tail = it;
+    b->bytes += it->len + RECV_ITEM_OVERHEAD;
+}
+
+/* Reads what libpq has, up to RECV_BATCH messages, into b. *more: a message was read (there may
+ * be others). */
+static firn_rc read_some(firn_pgo_stream *s, batch *b, bool *more, firn_err *err)
+{
+    firn__pgo_recv *r = &s->recv;
+    *more = false;
+    for (int i = 0; i < RECV_BATCH; i++) {
+        char *buf = NULL;
+        const int n = PQgetCopyData(s->conn, &buf, 1);
+        if (n == 0)
+            return FIRN_OK;
+        if (n < 0)
+            return firn__pgo_stream_ended(s, n, err);
+        *more = true;
+        firn_pgo_copy c;
+        firn_rc rc = firn_pgo_copy_decode(&c, buf, (size_t)n, err);
+        if (rc == FIRN_OK && c.kind != 'w' && c.kind != 'k')
+            rc =
+                firn_err_set(err, FIRN_ERR_PROTOCOL, "unexpected replication message '%c'", c.kind);
+        if (rc) {
+            PQfreemem(buf);
+            return rc;
+        }
+        if (c.kind == 'k') {
+            PQfreemem(buf);
+            add(b, &c, NULL); /* in order: the engine's thread judges its WAL end */
+            if (c.reply_requested)
+                FIRN_TRY(firn__pgo_send_status_at(s, atomic_load(&r->report_lsn), err));
+            continue;
+        }
+        if (c.wal_start > s->received_lsn)
+            s->received_lsn = c.wal_start;
+        add(b, &c, buf);
+    }
+    return FIRN_OK;
+}
+
+/* Waits for input (when the queue has room), a wakeup or the next status update; nap: only for a
+ * wakeup, up to RECV_NAP_MS. */
+static firn_rc wait_some(firn_pgo_stream *s, bool full, bool nap, firn_err *err)
+{
+    firn__pgo_recv *r = &s->recv;
+    int64_t wait_ns = s->last_status_ns + s->status_interval_ns - firn_monotonic_ns();
+    if (wait_ns < 0)
+        wait_ns = 0;
+    if (nap) {
+        full = true;
+        if (wait_ns > RECV_NAP_MS * 1000000)
+            wait_ns = RECV_NAP_MS * 1000000 - 1000000;
+    }
+    struct pollfd p[2] = {{.fd = r->wake[0], .events = POLLIN},
+                          {.fd = PQsocket(s->conn), .events = POLLIN}};
+    if (p[1].fd < 0)
+        return firn_err_set(err, FIRN_ERR_NETWORK, "replication connection is closed");
+    const int n = poll(p, full ? 1 : 2, (int)(wait_ns / 1000000) + 1);
+    if (n < 0 && errno != EINTR)
+        return firn_err_set_errno(err, FIRN_ERR_NETWORK, errno, "could not wait for the server");
+    if (n > 0 && (p[0].revents & POLLIN))
+        drain_wake(r);
+    if (n > 0 && !full && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) && !PQconsumeInput(s->conn))
+        return firn__pgo_stream_ended(s, -2, err);
+    return FIRN_OK;
+}
+
+static void *recv_main(void *arg)
+{
+    firn_pgo_stream *s = arg;
+    firn__pgo_recv *r = &s->recv;
+    firn_err err = {0};
+    firn_rc rc = FIRN_OK;
+    while (rc == FIRN_OK) {
+        pthread_mutex_lock(&r->mu);
+        const bool stop = r->stop, want = r->want_status;
+        r->want_status = false;
+        pthread_mutex_unlock(&r->mu);
+        if (stop)
+            break;
+        if (want || firn_monotonic_ns() - s->last_status_ns >= s->status_interval_ns)
+            rc = firn__pgo_send_status_at(s, atomic_load(&r->report_lsn), &err);
+        pthread_mutex_lock(&r->mu);
+        const bool full = r->bytes >= r->max_bytes;
+        const bool backlog = r->bytes >= RECV_BACKLOG_BYTES;
+        pthread_mutex_unlock(&r->mu);
+        bool more = false;
+        batch b = {0};
+        if (rc == FIRN_OK && !full)
+            rc = read_some(s, &b, &more, &err);
+        push(r, &b); /* what was read before an error too: it comes first */
+        if (rc == FIRN_OK && (!more || backlog))
+            rc = wait_some(s, full, backlog && !full, &err);
+    }
+    pthread_mutex_lock(&r->mu);
+    if (rc) {
+        r->rc = rc;
+        r->err = err;
+    }
+    r->done = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+firn_rc firn__pgo_recv_start(firn_pgo_stream *s, firn_err *err)
+{
+    firn__pgo_recv *r = &s->recv;
+    memset(r, 0, sizeof(*r));
+    size_t budget = s->cfg.mem_budget_bytes ? s->cfg.mem_budget_bytes / 4 : 16u << 20;
+    r->max_bytes = budget < (4u << 20) ? 4u << 20 : budget > (32u << 20) ? 32u << 20 : budget;
+    if (pipe(r->wake) != 0)
+        return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create a pipe");
+    for (int i = 0; i < 2; i++)
+        (void)fcntl(r->wake[i], F_SETFL, fcntl(r->wake[i], F_GETFL) | O_NONBLOCK);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&r->mu, NULL);
+    atomic_store(&r->report_lsn, s->flushed_lsn);
+    atomic_store(&r->reported_lsn, s->flushed_lsn);
+    if (pthread_create(&r->thread, NULL, recv_main, s) != 0) {
+        firn__pgo_recv_stop(s);
+        return firn_err_set(err, FIRN_ERR_IO, "could not start the replication receiver thread");
+    }
+    r->running = true;
+    return FIRN_OK;
+}
+
+void firn__pgo_recv_stop(firn_pgo_stream *s)
+{
+    firn__pgo_recv *r = &s->recv;
+    if (!r->wake[1])
+        return;
+    if (r->running) {
+        pthread_mutex_lock(&r->mu);
+        r->stop = true;
+        pthread_mutex_unlock(&r->mu);
+        wake(r);
+        pthread_join(r->thread, NULL);
+        r->running = false;
+    }
+    while (r->head) {
+        firn__pgo_item *it = r->head;
+        r->head = it->next;
+        firn__pgo_item_free(it);
+    }
+    r->tail = NULL;
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    close(r->wake[0]);
+    close(r->wake[1]);
+    r->wake[0] = r->wake[1] = 0;
+}
+
+void firn__pgo_recv_publish(firn_pgo_stream *s, uint64_t flush_lsn, bool send_now)
+{
+    firn__pgo_recv *r = &s->recv;
+    if (flush_lsn > atomic_load(&r->report_lsn))
+        atomic_store(&r->report_lsn, flush_lsn);
+    if (!send_now)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->want_status = true;
+    pthread_mutex_unlock(&r->mu);
+    wake(r);
+}
+
+firn_rc
+firn__pgo_recv_pop(firn_pgo_stream *s, int64_t deadline_ns, firn__pgo_item **out, firn_err *err)
+{
+    firn__pgo_recv *r = &s->recv;
+    *out = NULL;
+    pthread_mutex_lock(&r->mu);
+    while (!r->head && !r->done && firn_monotonic_ns() < deadline_ns) {
+        struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
+                              .tv_nsec = deadline_ns % 1000000000};
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+    firn_rc rc = FIRN_OK;
+    firn__pgo_item *it = r->head;
+    if (it) {
+        const bool was_full = r->bytes >= r->max_bytes;
+        r->head = it->next;
+        if (!r->head)
+            r->tail = NULL;
+        r->bytes -= it->len + RECV_ITEM_OVERHEAD;
+        if (was_full && r->bytes < r->max_bytes)
+            wake(r);
+        it->next = NULL;
+    } else if (r->done && r->rc) {
+        rc = r->rc;
+        if (err)
+            *err = r->err;
+    } else if (r->done) {
+        rc = firn_err_set(err, FIRN_ERR_INTERNAL, "the replication receiver stopped");
+    }
+    pthread_mutex_unlock(&r->mu);
+    *out = it;
+    return rc;
+}
+
+void firn__pgo_item_free(firn__pgo_item *it)
+{
+    if (!it)
+        return;
+    if (it->buf)
+        PQfreemem(it->buf);
+    firn_free(it);
+}
