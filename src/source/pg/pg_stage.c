@@ -37,7 +37,7 @@ typedef struct stage_col {
     const firn_pg_type *type;
     size_t width;   /* bytes per staged fixed-width value */
     uint8_t *vals;  /* STAGE_ROWS values (zeros for nulls) */
-    uint8_t *valid; /* STAGE_ROWS flags, nonzero = present */
+    uint8_t *valid; /* STAGE_ROWS flags, nonzero = present; all 1 while nulls is 0 */
     size_t nulls;
     uint32_t *off;  /* SK_BYTES: STAGE_ROWS + 1 offsets into bytes */
     firn_buf bytes; /* SK_BYTES */
@@ -125,7 +125,8 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
         stage_col *c = &s->cols[i];
         c->type = t->columns[i].type;
         c->kind = kind_of(c->type, &c->width);
-        c->valid = firn_calloc(STAGE_ROWS, 1);
+        c->valid = firn_malloc(STAGE_ROWS);
+        memset(c->valid, 1, STAGE_ROWS);
         firn_buf_init(&c->bytes, (size_t)UINT32_MAX);
         if (c->width)
             c->vals = firn_calloc(STAGE_ROWS, c->width);
@@ -167,8 +168,11 @@ bool firn__pg_stage_full(const firn__pg_stage *s)
 void firn__pg_stage_clear(firn__pg_stage *s)
 {
     for (size_t i = 0; i < s->table->n_columns; i++) {
-        s->cols[i].nulls = 0;
-        firn_buf_reset(&s->cols[i].bytes);
+        stage_col *c = &s->cols[i];
+        if (c->nulls)
+            memset(c->valid, 1, STAGE_ROWS);
+        c->nulls = 0;
+        firn_buf_reset(&c->bytes);
     }
     if (s->side)
         firn_batch_reset(s->side);
@@ -214,11 +218,11 @@ static firn_rc dec64(const stage_col *c,
         sign != NUMERIC_NINF)
         return firn__pg_bad_value(t, len, err, "bad numeric sign");
     const uint8_t *dg = p + 8;
-    for (int i = 0; i < nd; i++) {
-        if (be16(dg + 2 * i) >= NBASE)
-            return firn__pg_bad_value(t, len, err, "numeric digit out of range");
-    }
     if (sign != 0 && sign != NUMERIC_NEG) {
+        for (int i = 0; i < nd; i++) {
+            if (be16(dg + 2 * i) >= NBASE)
+                return firn__pg_bad_value(t, len, err, "numeric digit out of range");
+        }
         if (stats)
             stats->nan_to_null++;
         *null = true;
@@ -229,6 +233,8 @@ static firn_rc dec64(const stage_col *c,
         uint32_t d = be16(dg + 2 * i);
         if (d == 0)
             continue;
+        if (d >= NBASE)
+            return firn__pg_bad_value(t, len, err, "numeric digit out of range");
         int e = 4 * (weight - i) + t->scale;
         if (e >= 0) {
             if (e >= t->precision || (e >= 15 && (int64_t)d >= POW10[18 - e]))
@@ -338,8 +344,10 @@ static firn_rc stage_fixed(stage_col *c,
     case SK_GENERIC:
         return firn_err_set(err, FIRN_ERR_INTERNAL, "not a fixed-width staged column");
     }
-    c->valid[r] = !null;
-    c->nulls += null;
+    if (null) {
+        c->valid[r] = 0;
+        c->nulls++;
+    }
     return FIRN_OK;
 }
 
@@ -364,8 +372,10 @@ static firn_rc stage_value(firn__pg_stage *s,
     if (c->kind == SK_BYTES) {
         if (p && firn_buf_append(&c->bytes, p, len))
             return firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged values exceed 4 GiB");
-        c->valid[r] = p != NULL;
-        c->nulls += !p;
+        if (!p) {
+            c->valid[r] = 0;
+            c->nulls++;
+        }
         c->off[r + 1] = (uint32_t)c->bytes.len;
         return FIRN_OK;
     }
