@@ -19,10 +19,10 @@
 
 #define RECV_ITEM_OVERHEAD 64  /* bytes counted per queued message besides its payload */
 #define RECV_BATCH         256 /* messages read before the thread looks at its flags again */
-/* With this much queued the engine's thread has work: the receiver reads every RECV_NAP_MS
- * rather than at every packet, so it wakes up (and switches threads) far less often. */
-#define RECV_BACKLOG_BYTES (256u << 10)
-#define RECV_NAP_MS        2
+/* After reading, the receiver naps this long before it reads again, so that one read takes
+ * what arrived meanwhile in many packets: both threads wake up (and switch) far less often
+ * than at every packet, for at most this much more latency. */
+#define RECV_NAP_MS 1
 
 static void wake(firn__pgo_recv *r)
 {
@@ -127,9 +127,9 @@ static firn_rc wait_some(firn_pgo_stream *s, bool full, bool nap, firn_err *err)
     if (wait_ns < 0)
         wait_ns = 0;
     if (nap) {
-        full = true;
-        if (wait_ns > RECV_NAP_MS * 1000000)
-            wait_ns = RECV_NAP_MS * 1000000 - 1000000;
+        full = true; /* a wakeup or the nap's end, not the socket */
+        if (wait_ns >= RECV_NAP_MS * 1000000)
+            wait_ns = RECV_NAP_MS * 1000000 - 1000000; /* poll adds 1 ms */
     }
     struct pollfd p[2] = {{.fd = r->wake[0], .events = POLLIN},
                           {.fd = PQsocket(s->conn), .events = POLLIN}};
@@ -162,15 +162,14 @@ static void *recv_main(void *arg)
             rc = firn__pgo_send_status_at(s, atomic_load(&r->report_lsn), &err);
         pthread_mutex_lock(&r->mu);
         const bool full = r->bytes >= r->max_bytes;
-        const bool backlog = r->bytes >= RECV_BACKLOG_BYTES;
         pthread_mutex_unlock(&r->mu);
         bool more = false;
         batch b = {0};
         if (rc == FIRN_OK && !full)
             rc = read_some(s, &b, &more, &err);
         push(r, &b); /* what was read before an error too: it comes first */
-        if (rc == FIRN_OK && (!more || backlog))
-            rc = wait_some(s, full, backlog && !full, &err);
+        if (rc == FIRN_OK)
+            rc = wait_some(s, full, more && !full, &err);
     }
     pthread_mutex_lock(&r->mu);
     if (rc) {
