@@ -7,9 +7,12 @@ One PostgreSQL table `t (id bigint PRIMARY KEY, a int, b bigint, c text)` of --r
 synced by one `firn sync` per variant (its own slot, publication and SQL catalog):
 
   equality        "delete_mode": "equality" (format 2, equality-delete files)
-  position-none   format 2 position deletes, "consolidate_deletes_after": 0 (never)
-  position        format 2 position deletes, firn's default policy (8)
-  position-every  format 2 position deletes consolidated at every commit (1)
+  position-none   format 2 position deletes, "consolidate_deletes_after": 0 (never), no
+                  compaction
+  position-nocompact  format 2 position deletes consolidated after 8, no compaction
+  position        firn's defaults: consolidation after 8, small-file compaction (8 small
+                  files or 20 % of a file's rows deleted)
+  position-every  format 2 position deletes consolidated at every commit (1), no compaction
   dv              format 3 deletion vectors
 
 then --rounds rounds change --change-pct % of the rows in all (70 % of the changes update a
@@ -43,11 +46,13 @@ from urllib.parse import urlparse
 
 REPO = Path(__file__).resolve().parents[1]
 DB = "bench_deletes"
+NO_COMPACT = {"compact_small_files": 0, "compact_delete_percent": 0}
 VARIANTS = {
     "equality": {"delete_mode": "equality", "format_version": 2},
-    "position-none": {"format_version": 2, "consolidate_deletes_after": 0},
+    "position-none": {"format_version": 2, "consolidate_deletes_after": 0, **NO_COMPACT},
+    "position-nocompact": {"format_version": 2, **NO_COMPACT},
     "position": {"format_version": 2},
-    "position-every": {"format_version": 2, "consolidate_deletes_after": 1},
+    "position-every": {"format_version": 2, "consolidate_deletes_after": 1, **NO_COMPACT},
     "dv": {"format_version": 3},
 }
 AGG = "count(*), sum(a), sum(b), sum(length(c))"

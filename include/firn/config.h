@@ -251,6 +251,11 @@ typedef struct firn_destination_config {
     int64_t consolidate_deletes_after; /* v2 upsert tables: consolidate position deletes into one
                                         * file per data file once this many delete files are
                                         * not; default 8, 0 = never */
+    int64_t compact_small_files;       /* v2 upsert tables: rewrite a partition's data files once
+                                        * this many are under 3/4 of target_file_bytes; default 8,
+                                        * 0 = never */
+    int64_t compact_delete_percent;    /* ... and any data file with this % of its rows deleted
+                                        * (with the partition's small files); default 20, 0 = never */
     char *log;                         /* log spec ("info,pg=debug"); the --log flag wins */
     int log_format;                    /* 0 logfmt, 1 json ("log_format"); --log-format wins */
     firn_kvlist table_properties;

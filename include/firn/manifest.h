@@ -521,12 +521,18 @@ typedef struct firn_snapshot_input {
                                              * be live in the parent (Java RowDelta
                                              * validateDataFilesExist); NULL: not checked */
     size_t n_required_data_paths;
+    bool replace; /* a rewrite without logical change (compaction): operation "replace" */
+    int64_t added_data_sequence_number; /* > 0: explicit data sequence number of the added
+                                         * data files (a rewrite keeps the sequence number of
+                                         * the snapshot it read, so equality deletes committed
+                                         * after it still apply to the new files; Java
+                                         * RewriteFiles.dataSequenceNumber); else inherited */
 } firn_snapshot_input;
 
 /** What a commit needs from the producer. Owned; free with firn_snapshot_result_deinit. */
 typedef struct firn_snapshot_result {
     char *manifest_list;   /* location of the new manifest list */
-    const char *operation; /* "append", "overwrite" or "delete" (static) */
+    const char *operation; /* "append", "overwrite", "delete" or "replace" (static) */
     firn_summary summary;  /* complete snapshot summary, "operation" first */
     size_t n_manifests;    /* manifests in the new list */
     size_t manifests_created;

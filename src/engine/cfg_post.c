@@ -338,6 +338,8 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->consolidate_deletes_after = 8;
     d->persist_key_index = true;
     d->persist_key_index_interval_ms = 600 * 1000;
+    d->compact_small_files = 8;
+    d->compact_delete_percent = 20;
 }
 
 static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)

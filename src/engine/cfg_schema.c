@@ -290,6 +290,8 @@ static const cfg_node n_format_version = {.type = CFG_INT, .min = 2, .max = 3};
 static const cfg_node n_persist_interval = {
     .type = CFG_SECONDS, .min = 0, .max = 604800, .def = "600"};
 static const cfg_node n_consolidate = {.type = CFG_INT, .min = 0, .max = 1000000, .def = "8"};
+static const cfg_node n_compact_files = {.type = CFG_INT, .min = 0, .max = 1000000, .def = "8"};
+static const cfg_node n_compact_pct = {.type = CFG_INT, .min = 0, .max = 100, .def = "20"};
 
 static const cfg_enum_value v_delete_mode[] = {
     {"auto", FIRN_DELETE_AUTO, NULL},
@@ -441,6 +443,12 @@ static const cfg_prop p_destination[] = {
     {"consolidate_deletes_after", &n_consolidate, DST(consolidate_deletes_after), 0, NULL,
      "format-2 upsert tables: position-delete files left before they are consolidated into one "
      "file per data file (default 8, 0: never)"},
+    {"compact_small_files", &n_compact_files, DST(compact_small_files), 0, NULL,
+     "format-2 upsert tables: rewrite a partition's data files once this many are smaller than "
+     "3/4 of target_file_size (default 8, 0: never)"},
+    {"compact_delete_percent", &n_compact_pct, DST(compact_delete_percent), 0, NULL,
+     "format-2 upsert tables: also rewrite a data file with this percentage of its rows deleted "
+     "(default 20, 0: never)"},
     {"log", &n_string, DST(log), 0, NULL, "log levels, e.g. \"info,pg=debug\""},
     {"log_format", &n_log_format, DST(log_format), 0, NULL, NULL},
     {"table_properties", &n_kvmap, DST(table_properties), 0, NULL,

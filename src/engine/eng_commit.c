@@ -54,7 +54,9 @@ typedef struct commit_req {
     size_t n_removed;
     const char *const *required; /* data files the deletes refer to, checked live */
     size_t n_required;
-    bool rewrite; /* not bound to the key index: retried on any parent */
+    bool rewrite;     /* not bound to the key index: retried on any parent */
+    bool replace;     /* compaction: operation "replace", not retried on another parent */
+    int64_t data_seq; /* > 0: explicit data sequence number of the added data files */
 } commit_req;
 
 /* One attempt: manifests and list on the current metadata, then the catalog's
@@ -87,6 +89,8 @@ static firn_rc commit_once(firn__table *t, const commit_req *q, firn_err *err)
     in.n_removed_paths = q->n_removed;
     in.required_data_paths = q->required;
     in.n_required_data_paths = q->n_required;
+    in.replace = q->replace;
+    in.added_data_sequence_number = q->data_seq;
     in.snapshot_id = firn_snapshot_id_new();
     in.parent_snapshot_id = parent ? parent->snapshot_id : -1;
     in.sequence_number = md->last_sequence_number + 1;
@@ -176,6 +180,10 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
         if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id))
             return FIRN_OK;
         bool conflict = rc == FIRN_ERR_CONFLICT;
+        if (conflict && q->replace)
+            return firn_err_set(err, FIRN_ERR_CONFLICT,
+                                "table \"%s\" was changed by another writer during a rewrite",
+                                t->display);
         if (conflict && q->index_bound) {
             /* The deletes were computed from the key index at the old parent: the caller
              * rebuilds it and computes them again (flush_upsert). */
@@ -262,6 +270,24 @@ firn_rc firn__table_commit_rewrite(firn__table *t,
                     .removed = removed,
                     .n_removed = n_removed,
                     .rewrite = true};
+    return commit_req_run(t, q, 0, err);
+}
+
+firn_rc firn__table_commit_replace(firn__table *t,
+                                   const firn_data_file *data,
+                                   size_t n_data,
+                                   const char *const *removed,
+                                   size_t n_removed,
+                                   int64_t data_seq,
+                                   firn_err *err)
+{
+    commit_req q = {.data = data,
+                    .n_data = n_data,
+                    .removed = removed,
+                    .n_removed = n_removed,
+                    .rewrite = true,
+                    .replace = true,
+                    .data_seq = data_seq};
     return commit_req_run(t, q, 0, err);
 }
 
@@ -669,5 +695,7 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
         firn_batch_reset(t->buf);
         firn__engine_note_commit(t->eng, t);
     }
+    if (rc == FIRN_OK && t->upsert && !t->eqdel)
+        rc = firn__compact_maybe(t, err);
     return rc;
 }

@@ -2,14 +2,19 @@
 /* TEST-ONLY crash points for the kill -9 tests (tests/interop/test_engine_restart.py,
  * scripts/torture.sh). With FIRN_TEST_CRASH="<point>:<n>" in the environment the process kills
  * itself with SIGKILL the n-th time it reaches <point>; docs/operations.md lists the points.
- * Never set it in production. Unset, a point costs one pthread_once and a load. */
+ * Never set it in production. Unset, a point costs one pthread_once and a load.
+ * FIRN_TEST_PAUSE="<point>:<path>" makes firn__fault_pause(<point>) create "<path>.ready" and
+ * wait (up to 60 s) until <path> exists: a test commits as another writer meanwhile. */
 #include "engine_int.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char *const points[] = {
     "backfill-batch", /* a backfill batch's data files are written, nothing committed */
@@ -62,4 +67,23 @@ void firn__fault_point(const char *name)
     FIRN_LOG(FIRN_LOG_WARN, "engine", "FIRN_TEST_CRASH: killing firn at \"%s\" number %llu", name,
              (unsigned long long)armed_count);
     raise(SIGKILL);
+}
+
+void firn__fault_pause(const char *name)
+{
+    const char *v = getenv("FIRN_TEST_PAUSE");
+    size_t n = strlen(name);
+    if (!v || strncmp(v, name, n) != 0 || v[n] != ':' || !v[n + 1])
+        return;
+    const char *go = v + n + 1;
+    char ready[4096];
+    snprintf(ready, sizeof(ready), "%s.ready", go);
+    FILE *f = fopen(ready, "w");
+    if (f)
+        fclose(f);
+    FIRN_LOG(FIRN_LOG_WARN, "engine", "FIRN_TEST_PAUSE: waiting at \"%s\" for \"%s\"", name, go);
+    for (int i = 0; i < 600 && access(go, F_OK) != 0; i++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }

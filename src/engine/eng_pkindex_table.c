@@ -163,6 +163,7 @@ firn__table_index_place(firn__table *t, const firn_data_file *f, uint32_t *out_o
     firn_data_file_deinit(dst);
     firn_data_file_init(dst, FIRN_CONTENT_DATA, f->file_path, f->spec_id);
     dst->record_count = f->record_count;
+    dst->file_size_in_bytes = f->file_size_in_bytes;
     if (f->n_partition)
         firn_data_file_set_partition(dst, f->partition, f->n_partition);
     t->dv_files[v.file].gone = false;

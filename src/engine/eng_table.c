@@ -57,6 +57,7 @@ uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f)
     firn_data_file *dst = &t->files[t->n_files];
     firn_data_file_init(dst, FIRN_CONTENT_DATA, f->file_path, f->spec_id);
     dst->record_count = f->record_count;
+    dst->file_size_in_bytes = f->file_size_in_bytes;
     if (f->n_partition)
         firn_data_file_set_partition(dst, f->partition, f->n_partition);
     uint32_t ord = firn__pkindex_add_file(t->index, f->file_path);

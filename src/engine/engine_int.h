@@ -609,6 +609,32 @@ FIRN_MUST_CHECK firn_rc firn__eqconv_commit(
     firn__table *t, const firn__eqconv *c, firn__eqconv_dead_fn dead_of, void *dctx, firn_err *err);
 /** Frees what c owns. */
 void firn__eqconv_free(firn__eqconv *c);
+/** Commits a "replace" snapshot (compaction, eng_compact.c): adds the data files data[0..n_data)
+ * with data sequence number data_seq (the sequence number of the snapshot the rewrite read) and
+ * removes the live files removed[0..n_removed), keeping firn.lsn. Not retried on another parent:
+ * FIRN_ERR_CONFLICT when another writer committed first (t reloaded; plan again),
+ * FIRN_ERR_NOT_FOUND when a removed file is not live. As firn__table_commit otherwise. */
+FIRN_MUST_CHECK firn_rc firn__table_commit_replace(firn__table *t,
+                                                   const firn_data_file *data,
+                                                   size_t n_data,
+                                                   const char *const *removed,
+                                                   size_t n_removed,
+                                                   int64_t data_seq,
+                                                   firn_err *err);
+
+/* ---- small-file compaction (eng_compact.c) ----------------------------------------------- */
+
+/** After a commit of a format-2 upsert table (key index at the current snapshot): when a
+ * partition has destination.compact_small_files data files smaller than 3/4 of
+ * target_file_size, or a data file with compact_delete_percent % of its rows deleted, rewrites
+ * those files (rows minus deletes) into target-size files in one "replace" snapshot that also
+ * removes the position-delete files deleting only from them, and points the moved keys at their
+ * new rows. Tables with list, map or struct columns or live equality deletes are skipped (the
+ * Parquet reader reads flat columns only; firn does not apply equality deletes). Another
+ * writer's commit in between: the index catches up and the plan is made once more. Errors
+ * before the commit are logged and skipped; errors after it (index update) are returned. */
+FIRN_MUST_CHECK firn_rc firn__compact_maybe(firn__table *t, firn_err *err);
+
 /** Commits added delete files (position deletes or DVs replacing replaces[]) and removes the
  * live files removed[0..n_removed), keeping firn.lsn; retries on conflicts on the new parent
  * (FIRN_ERR_NOT_FOUND when a removed file is gone). As firn__table_commit otherwise. */
@@ -741,6 +767,10 @@ firn_fault firn__entry_fault(void);
 /** TEST-ONLY (eng_fault.c): kills the process with SIGKILL when FIRN_TEST_CRASH names this
  * point and its count is reached ("after-upload:3": the third time). Thread-safe. */
 void firn__fault_point(const char *name);
+/** TEST-ONLY: with FIRN_TEST_PAUSE="<name>:<path>", creates "<path>.ready" and waits up to 60 s
+ * until <path> exists (another writer commits meanwhile). Points: "compact-written" (a
+ * compaction's files are written, its commit not made). */
+void firn__fault_pause(const char *name);
 
 /** Opens the destination catalog (SQL or REST, with its authentication) and the FileIO for
  * table files: for REST the catalog's own FileIO (vended credentials; *out_io_owned false),

@@ -255,7 +255,13 @@ write_new(producer *p, firn_manifest_content content, const firn_data_file *file
                               "file \"%s\" is listed with the wrong content", files[i].file_path);
             break;
         }
-        rc = firn_manifest_writer_add_file(w, &files[i], p->err);
+        if (content == FIRN_MANIFEST_DATA && p->in->added_data_sequence_number > 0) {
+            firn_manifest_entry e = {FIRN_ENTRY_ADDED, p->in->snapshot_id,
+                                     p->in->added_data_sequence_number, FIRN_SEQ_NULL, files[i]};
+            rc = firn_manifest_writer_add(w, &e, p->err);
+        } else {
+            rc = firn_manifest_writer_add_file(w, &files[i], p->err);
+        }
         if (!rc) {
             count_file(&p->added, &files[i]);
             note_partition(p, &files[i]);
@@ -454,6 +460,8 @@ static const char *operation(const producer *p)
     const counters *a = &p->added, *r = &p->dropped;
     int64_t added_deletes = a->files[1] + a->files[2];
     int64_t removed_any = r->files[0] + r->files[1] + r->files[2];
+    if (p->in->replace)
+        return "replace";
     if (added_deletes == 0 && removed_any == 0)
         return "append";
     if (a->files[0] == 0)

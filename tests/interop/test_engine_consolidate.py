@@ -30,6 +30,7 @@ SETUP = [
 STREAMS = [{"stream_name": "items", "partition": ["bucket(3, id)"]},
            {"stream_name": "pairs"}]
 AFTER = 3
+NO_COMPACT = {"compact_small_files": 0, "compact_delete_percent": 0}  # test_engine_compact.py
 
 
 def round_sql(k: int) -> list[str]:
@@ -122,7 +123,7 @@ def consolidations(tbl) -> list:
 
 def test_consolidation_over_separate_runs(firn_job):
     job = firn_job(STREAMS, setup=SETUP)
-    job.destination_extra = {"consolidate_deletes_after": AFTER}
+    job.destination_extra = {"consolidate_deletes_after": AFTER, **NO_COMPACT}
     job.sync()
     dropped_total = 0
     for k in range(1, 8):
@@ -157,7 +158,7 @@ def _wait(pred, timeout=90.0) -> bool:
 
 def test_consolidation_inside_one_follow_run(firn_job):
     job = firn_job(STREAMS, setup=SETUP)
-    job.destination_extra = {"consolidate_deletes_after": AFTER}
+    job.destination_extra = {"consolidate_deletes_after": AFTER, **NO_COMPACT}
     job.commit_interval_s = 1
     job.sync()
     log_path = job.workdir / "follow.log"
@@ -216,7 +217,7 @@ def test_spark_compaction_between_firn_commits(firn_job, spark):
     no longer tracked): the following upserts, deletes and consolidations still land exactly,
     in Spark, DuckDB and pyiceberg."""
     job = firn_job(STREAMS, setup=SETUP)
-    job.destination_extra = {"consolidate_deletes_after": AFTER}
+    job.destination_extra = {"consolidate_deletes_after": AFTER, **NO_COMPACT}
     job.commit_interval_s = 1
     job.sync()
     for k in range(1, 5):
