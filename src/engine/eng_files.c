@@ -481,7 +481,7 @@ void firn__stream_abort(firn__stream *s)
 firn_rc firn__stream_close(firn__stream *s, firn_data_file **files, size_t *n_files, firn_err *err)
 {
     firn_rc rc = firn_pq_roller_close(s->roller, err);
-    if (rc == FIRN_OK) {
+    if (rc == FIRN_OK && s->n_files) {
         *files = firn_reallocarray(*files, *n_files + s->n_files, sizeof(**files));
         memcpy(*files + *n_files, s->files, s->n_files * sizeof(**files));
         *n_files += s->n_files;

@@ -113,6 +113,8 @@ def meta_by_key(loc, table):
 
 def test_firn_tables_read_by_pyiceberg_duckdb_spark(firn_job, spark):
     job = firn_job(STREAMS, setup=SETUP)
+    # the snapshot layout below is firn's CDC commits: no compaction (test_engine_compact.py)
+    job.destination_extra = {"compact_small_files": 0, "compact_delete_percent": 0}
     loc = job.loc
     orders, accounts = job.table("orders"), job.table("accounts")
 
