@@ -101,47 +101,28 @@ parse_header(firn_pg_copy *d, const uint8_t *p, size_t len, size_t *used, firn_e
     return FIRN_OK;
 }
 
-/* Finds the end of the tuple at p without decoding it; 0 when it is not complete yet. */
-static firn_rc
-tuple_extent(firn_pg_copy *d, const uint8_t *p, size_t len, size_t *out, firn_err *err)
+/* Stages the tuple (or finds the trailer) at p; *used is 0 when it is not complete yet. The
+ * stage goes to the batch when it is full or the position changes. */
+static firn_rc stage_tuple(
+    firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, size_t *used, firn_err *err)
 {
-    *out = 0;
+    *used = 0;
     if (len < 2)
         return FIRN_OK;
     int16_t nfields = (int16_t)((p[0] << 8) | p[1]);
     if (nfields == -1) {
-        *out = 2;
+        d->state = COPY_DONE;
+        *used = 2;
         return FIRN_OK;
     }
     if (nfields < 0 || (size_t)nfields != d->table->n_columns)
         return firn_err_set(err, FIRN_ERR_PARSE, "COPY tuple has %d fields, expected %zu", nfields,
                             d->table->n_columns);
-    size_t pos = 2;
-    for (int16_t i = 0; i < nfields; i++) {
-        if (len - pos < 4)
-            return FIRN_OK;
-        int32_t n = (int32_t)rd_be32(p + pos);
-        pos += 4;
-        if (n == -1)
-            continue;
-        if (n < 0)
-            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
-        if (len - pos < (size_t)n)
-            return FIRN_OK;
-        pos += (size_t)n;
-    }
-    *out = pos;
-    return FIRN_OK;
-}
-
-/* Stages the tuple at p; the stage goes to the batch when it is full or the position changes. */
-static firn_rc decode_tuple(firn_pg_copy *d, const uint8_t *p, uint64_t lsn, firn_err *err)
-{
     size_t staged = firn__pg_stage_rows(d->stage);
     if (staged > 0 && (lsn != d->stage_lsn || firn__pg_stage_full(d->stage)))
         FIRN_TRY(firn_pg_copy_flush(d, err));
     d->stage_lsn = lsn;
-    return firn__pg_stage_row(d->stage, p, &d->stats, err);
+    return firn__pg_stage_row(d->stage, p, len, used, &d->stats, err);
 }
 
 /* Consumes one unit (header, some extension bytes, a tuple, the trailer) at p; *used is 0 when
@@ -161,16 +142,8 @@ static firn_rc consume_one(
         *used = n;
         return FIRN_OK;
     }
-    case COPY_TUPLES: {
-        size_t n = 0;
-        FIRN_TRY(tuple_extent(d, p, len, &n, err));
-        if (n == 2 && p[0] == 0xff && p[1] == 0xff)
-            d->state = COPY_DONE;
-        else if (n > 0)
-            FIRN_TRY(decode_tuple(d, p, lsn, err));
-        *used = n;
-        return FIRN_OK;
-    }
+    case COPY_TUPLES:
+        return stage_tuple(d, p, len, lsn, used, err);
     case COPY_DONE:
         if (len > 0)
             return firn_err_set(err, FIRN_ERR_PROTOCOL, "%zu bytes after the COPY trailer", len);

@@ -69,11 +69,14 @@ size_t firn__pg_stage_rows(const firn__pg_stage *s);
 bool firn__pg_stage_full(const firn__pg_stage *s);
 /** Drops the staged rows. */
 void firn__pg_stage_clear(firn__pg_stage *s);
-/** Decodes the complete tuple at p (its field count first; lengths already checked against the
- * table's columns and the bytes available) into the next staged row. On error (FIRN_ERR_PARSE
- * with the column named) every staged row is dropped. */
+/** Decodes the tuple at p (len >= 2 bytes available; its field count first, already checked
+ * against the table's columns) into the next staged row: *used is its length, or 0 when it is
+ * not complete yet (nothing staged then). A negative field length or a bad value is
+ * FIRN_ERR_PARSE (the column named) and drops every staged row. */
 FIRN_MUST_CHECK firn_rc firn__pg_stage_row(firn__pg_stage *s,
                                            const uint8_t *p,
+                                           size_t len,
+                                           size_t *used,
                                            firn_pg_decode_stats *stats,
                                            firn_err *err);
 /** Appends the staged rows to b (cols[i]: the batch column of table column i) as rows of

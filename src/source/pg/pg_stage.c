@@ -387,14 +387,70 @@ static firn_rc stage_value(firn__pg_stage *s,
     return FIRN_OK;
 }
 
-firn_rc
-firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, firn_pg_decode_stats *stats, firn_err *err)
+/* Checks the field lengths of the tuple at p (len bytes) without decoding: *end is its length,
+ * or 0 when it is not complete yet. */
+static firn_rc
+frame(const firn__pg_stage *s, const uint8_t *p, size_t len, size_t *end, firn_err *err)
 {
-    FIRN_ASSERT(s->rows < STAGE_ROWS);
-    size_t pos = 2, r = s->rows;
+    size_t pos = 2;
+    *end = 0;
     for (size_t i = 0; i < s->table->n_columns; i++) {
+        if (len - pos < 4)
+            return FIRN_OK;
         int32_t n = (int32_t)be32(p + pos);
         pos += 4;
+        if (n < -1)
+            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
+        if (n > 0 && len - pos < (size_t)n)
+            return FIRN_OK;
+        if (n > 0)
+            pos += (size_t)n;
+    }
+    *end = pos;
+    return FIRN_OK;
+}
+
+/* Takes back the values columns [0, upto) staged in slot r of a row that is not complete. */
+static void unstage(firn__pg_stage *s, size_t upto, size_t r)
+{
+    for (size_t i = 0; i < upto; i++) {
+        stage_col *c = &s->cols[i];
+        if (!c->valid[r]) {
+            c->valid[r] = 1;
+            c->nulls--;
+        }
+        if (c->kind == SK_BYTES)
+            firn_buf_truncate(&c->bytes, c->off[r]);
+    }
+}
+
+firn_rc firn__pg_stage_row(firn__pg_stage *s,
+                           const uint8_t *p,
+                           size_t len,
+                           size_t *used,
+                           firn_pg_decode_stats *stats,
+                           firn_err *err)
+{
+    FIRN_ASSERT(s->rows < STAGE_ROWS && len >= 2);
+    *used = 0;
+    size_t end = 0, pos = 2, r = s->rows, i = 0;
+    if (s->side) { /* side columns cannot take back a value: check the framing first */
+        FIRN_TRY(frame(s, p, len, &end, err));
+        if (end == 0)
+            return FIRN_OK;
+    }
+    firn_pg_decode_stats before = *stats;
+    for (; i < s->table->n_columns; i++) {
+        if (len - pos < 4)
+            goto incomplete;
+        int32_t n = (int32_t)be32(p + pos);
+        pos += 4;
+        if (n < -1) {
+            firn__pg_stage_clear(s);
+            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
+        }
+        if (n > 0 && len - pos < (size_t)n)
+            goto incomplete;
         const uint8_t *v = n == -1 ? NULL : p + pos;
         firn_rc rc = stage_value(s, i, r, v, n == -1 ? 0 : (size_t)n, stats, err);
         if (rc) {
@@ -406,6 +462,11 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, firn_pg_decode_stats *st
             pos += (size_t)n;
     }
     s->rows++;
+    *used = pos;
+    return FIRN_OK;
+incomplete:
+    unstage(s, i, r);
+    *stats = before;
     return FIRN_OK;
 }
 
