@@ -479,8 +479,9 @@ static int64_t table_interval_ms(const cdc *c, const firn__table *t)
 
 /* The interval counts from the start of a flush, so commits come every interval (not every
  * interval plus the time a flush takes) while flushes are short; a flush longer than half the
- * interval still leaves half an interval of reading before the next one, so slow flushes
- * cannot shrink each commit to a transaction or two. */
+ * interval still leaves half an interval of reading before the next one (reading_time, once
+ * every due table has flushed), so slow flushes cannot shrink each commit to a transaction or
+ * two. */
 static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
 {
     const int64_t started = firn_monotonic_ns();
@@ -490,22 +491,40 @@ static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
         t->part_changes = t->txn_changes;
     }
     FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
-    const int64_t floor = firn_monotonic_ns() - table_interval_ms(c, t) * 1000000 / 2;
-    t->flush_ns = started > floor ? started : floor;
+    t->flush_ns = started;
     t->txn_rows0 = 0;
     return FIRN_OK;
+}
+
+/* After the tables flushed since round_ns (one call of flush_due or flush_all): each gets at
+ * least half its interval of reading from now on. Counted per table at the end of its own
+ * flush, the tables flushed before a slow one would be overdue again after one transaction. */
+static void reading_time(cdc *c, int64_t round_ns)
+{
+    const int64_t now = firn_monotonic_ns();
+    for (size_t i = 0; i < c->e->n_tables; i++) {
+        firn__table *t = c->e->tables[i];
+        if (!t->cdc || t->flush_ns < round_ns)
+            continue;
+        const int64_t floor = now - table_interval_ms(c, t) * 1000000 / 2;
+        if (t->flush_ns < floor)
+            t->flush_ns = floor;
+    }
 }
 
 /* Commits every table's buffer at the current transaction boundary, then acknowledges. */
 static firn_rc flush_all(cdc *c, firn_err *err)
 {
     firn__engine *e = c->e;
+    const int64_t round_ns = firn_monotonic_ns();
     for (size_t i = 0; i < e->n_tables; i++) {
         firn__table *t = e->tables[i];
         if (t->cdc)
             FIRN_TRY(flush_table(c, t, err));
     }
-    return acknowledge(c, err);
+    firn_rc rc = acknowledge(c, err);
+    reading_time(c, round_ns);
+    return rc;
 }
 
 /* t's commit policy (its stream's, which defaults to the destination's; the command line's
@@ -537,7 +556,11 @@ static firn_rc flush_due(cdc *c, firn_err *err)
             any = true;
         }
     }
-    return any ? acknowledge(c, err) : FIRN_OK;
+    if (!any)
+        return FIRN_OK;
+    firn_rc rc = acknowledge(c, err);
+    reading_time(c, now);
+    return rc;
 }
 
 /* Truncate: replace each table's files by nothing. Its buffered rows (of this and earlier
