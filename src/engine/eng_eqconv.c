@@ -387,17 +387,20 @@ static firn_rc write_posdels(firn__table *t,
     return rc;
 }
 
-/* Format v3: one Puffin file with a DV per data file, merging its current DV (replaced). */
-static firn_rc write_dvs(firn__table *t,
-                         const firn__write_ctx *w,
-                         const firn__eqconv *c,
-                         firn__eqconv_dead_fn dead_of,
-                         void *dctx,
-                         firn_data_file **files,
-                         size_t *n_files,
-                         firn_dv_replace *replaces,
-                         size_t *n_replaces,
-                         firn_err *err)
+/* One Puffin file with a DV for each data file c->files[from..to), each merging its current
+ * DV (replaced). */
+static firn_rc write_puffin(firn__table *t,
+                            const firn__write_ctx *w,
+                            const firn__eqconv *c,
+                            firn__eqconv_dead_fn dead_of,
+                            void *dctx,
+                            firn_data_file **files,
+                            size_t *n_files,
+                            firn_dv_replace *replaces,
+                            size_t *n_replaces,
+                            size_t from,
+                            size_t to,
+                            firn_err *err)
 {
     (void)t;
     char path[4096], created_by[64], id[37];
@@ -407,7 +410,7 @@ static firn_rc write_dvs(firn__table *t,
     snprintf(path, sizeof(path), "%s/%s-dvs.puffin", w->data_location, id);
     snprintf(created_by, sizeof(created_by), "firn %s", FIRN_VERSION);
     firn_puffin_writer *pw = firn_puffin_writer_new(created_by);
-    size_t n = c->n_files;
+    size_t n = to - from;
     int64_t *offsets = firn_calloc(n ? n : 1, sizeof(int64_t));
     int64_t *lengths = firn_calloc(n ? n : 1, sizeof(int64_t));
     uint64_t *cards = firn_calloc(n ? n : 1, sizeof(uint64_t));
@@ -416,25 +419,25 @@ static firn_rc write_dvs(firn__table *t,
     firn_rc rc = FIRN_OK;
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
         firn__eqconv_dead d = {0};
-        dead_of(dctx, c->files[i]->file_path, &d);
+        dead_of(dctx, c->files[from + i]->file_path, &d);
         firn_bitmap64 *merged = firn_bitmap64_new();
-        firn_bitmap64_or(merged, c->rows[i]);
+        firn_bitmap64_or(merged, c->rows[from + i]);
         if (d.rows)
             firn_bitmap64_or(merged, d.rows);
         cards[i] = firn_bitmap64_cardinality(merged);
-        rc = firn_puffin_writer_add_dv(pw, c->files[i]->file_path, merged, &offsets[i], &lengths[i],
-                                       err);
+        rc = firn_puffin_writer_add_dv(pw, c->files[from + i]->file_path, merged, &offsets[i],
+                                       &lengths[i], err);
         firn_bitmap64_free(merged);
         if (d.dv_path)
             replaces[(*n_replaces)++] =
-                (firn_dv_replace){c->files[i]->file_path, d.dv_path, d.dv_offset};
+                (firn_dv_replace){c->files[from + i]->file_path, d.dv_path, d.dv_offset};
     }
     if (rc == FIRN_OK && n > 0)
         rc = firn_puffin_writer_finish(pw, &bytes, err);
     if (rc == FIRN_OK && n > 0)
         rc = firn_io_write_all(w->io, path, bytes.data, bytes.len, err);
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
-        const firn_data_file *df = c->files[i];
+        const firn_data_file *df = c->files[from + i];
         *files = firn_reallocarray(*files, *n_files + 1, sizeof(firn_data_file));
         firn_data_file *f = &(*files)[(*n_files)++];
         firn_data_file_init_dv(f, path, (int64_t)bytes.len, df->spec_id, df->file_path, offsets[i],
@@ -447,6 +450,29 @@ static firn_rc write_dvs(firn__table *t,
     firn_free(lengths);
     firn_free(offsets);
     firn_puffin_writer_free(pw);
+    return rc;
+}
+
+/* Format v3: the DVs in one Puffin file, or one Puffin file each when DuckDB reads the table
+ * (firn__dv_puffin_per_vector). */
+static firn_rc write_dvs(firn__table *t,
+                         const firn__write_ctx *w,
+                         const firn__eqconv *c,
+                         firn__eqconv_dead_fn dead_of,
+                         void *dctx,
+                         firn_data_file **files,
+                         size_t *n_files,
+                         firn_dv_replace *replaces,
+                         size_t *n_replaces,
+                         firn_err *err)
+{
+    if (!firn__dv_puffin_per_vector(t))
+        return write_puffin(t, w, c, dead_of, dctx, files, n_files, replaces, n_replaces, 0,
+                            c->n_files, err);
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < c->n_files && rc == FIRN_OK; i++)
+        rc = write_puffin(t, w, c, dead_of, dctx, files, n_files, replaces, n_replaces, i, i + 1,
+                          err);
     return rc;
 }
 
