@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Snapshots walked back from the current one to find firn's newest commit. */
-#define SHARE_WALK_MAX 256
+/* Bound on the snapshots walked back from the current one (a loop guard: the walk is over the
+ * metadata in memory). */
+#define SHARE_WALK_MAX 1000000
 
 static int64_t current_snapshot_id(const firn__table *t)
 {
@@ -70,7 +71,9 @@ static firn_rc read_candidate(firn__table *t, const char *loc, firn__pkxman *m, 
     bool ancestor = false;
     const firn_snapshot *s = firn_table_metadata_current_snapshot(md);
     for (size_t i = 0; s && i < SHARE_WALK_MAX && !ancestor; i++) {
-        ancestor = s->snapshot_id == m->snapshot_id;
+        /* The parent may be expired: its child still proves it an ancestor (the catch-up needs
+         * only the current snapshot's files). */
+        ancestor = s->snapshot_id == m->snapshot_id || s->parent_snapshot_id == m->snapshot_id;
         s = s->parent_snapshot_id >= 0 ? firn_table_metadata_snapshot(md, s->parent_snapshot_id)
                                        : NULL;
     }
