@@ -184,6 +184,8 @@ void firn__cfg_kvlist_clear(firn_kvlist *l);
 /** Appends an owned copy of key and value to l. */
 void firn__cfg_kvlist_push(firn_kvlist *l, const char *key, const char *value);
 
+/* The folder of path into out (cap bytes): "." without a slash, "/" for a file at the root. */
+void firn__cfg_dir_of(const char *path, char *out, size_t cap);
 /** Writes text to path atomically (temporary file in the same folder, fsync, rename, fsync of
  * the folder). FIRN_ERR_IO naming the path. */
 FIRN_MUST_CHECK firn_rc firn__cfg_write_atomic(const char *path,

@@ -227,13 +227,7 @@ firn_rc firn_config_resolve(firn_config *cfg, firn_err *err)
 static firn_rc check_new_state_path(const char *path, firn_err *err)
 {
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof(dir), ".");
-    else if (slash == path)
-        snprintf(dir, sizeof(dir), "/");
-    else
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    firn__cfg_dir_of(path, dir, sizeof(dir));
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return firn_err_set(err, FIRN_ERR_CONFIG,
