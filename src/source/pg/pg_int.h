@@ -9,6 +9,22 @@
 
 #define FIRN_PG_LOG_COMP "pg"
 
+/* Big-endian integers of the binary COPY and value formats (network byte order). */
+static inline uint16_t firn__pg_be16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static inline uint32_t firn__pg_be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline uint64_t firn__pg_be64(const uint8_t *p)
+{
+    return ((uint64_t)firn__pg_be32(p) << 32) | firn__pg_be32(p + 4);
+}
+
 /* PostgreSQL's epoch (2000-01-01) minus the Unix epoch, in days and microseconds. */
 #define FIRN_PG_EPOCH_DAYS 10957
 #define FIRN_PG_EPOCH_US   INT64_C(946684800000000)

@@ -71,21 +71,6 @@ static const int64_t POW10[19] = {1,
                                   100000000000000000,
                                   1000000000000000000};
 
-static inline uint16_t be16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline uint64_t be64(const uint8_t *p)
-{
-    return ((uint64_t)be32(p) << 32) | be32(p + 4);
-}
-
 /* The staged decoder of a column type, its value width, or SK_GENERIC. */
 static stage_kind kind_of(const firn_pg_type *t, size_t *width)
 {
@@ -209,10 +194,10 @@ static firn_rc dec64(const stage_col *c,
     const firn_pg_type *t = c->type;
     if (len < 8)
         return firn__pg_bad_value(t, len, err, "short numeric header");
-    int nd = (int16_t)be16(p);
-    int weight = (int16_t)be16(p + 2);
-    uint16_t sign = be16(p + 4);
-    if (nd < 0 || (size_t)nd * 2 != len - 8 || (int16_t)be16(p + 6) < 0)
+    int nd = (int16_t)firn__pg_be16(p);
+    int weight = (int16_t)firn__pg_be16(p + 2);
+    uint16_t sign = firn__pg_be16(p + 4);
+    if (nd < 0 || (size_t)nd * 2 != len - 8 || (int16_t)firn__pg_be16(p + 6) < 0)
         return firn__pg_bad_value(t, len, err, "bad numeric header");
     if (sign != 0 && sign != NUMERIC_NEG && sign != NUMERIC_NAN && sign != NUMERIC_PINF &&
         sign != NUMERIC_NINF)
@@ -220,7 +205,7 @@ static firn_rc dec64(const stage_col *c,
     const uint8_t *dg = p + 8;
     if (sign != 0 && sign != NUMERIC_NEG) {
         for (int i = 0; i < nd; i++) {
-            if (be16(dg + 2 * i) >= NBASE)
+            if (firn__pg_be16(dg + 2 * i) >= NBASE)
                 return firn__pg_bad_value(t, len, err, "numeric digit out of range");
         }
         if (stats)
@@ -230,7 +215,7 @@ static firn_rc dec64(const stage_col *c,
     }
     uint64_t acc = 0;
     for (int i = 0; i < nd; i++) {
-        uint32_t d = be16(dg + 2 * i);
+        uint32_t d = firn__pg_be16(dg + 2 * i);
         if (d == 0)
             continue;
         if (d >= NBASE)
@@ -270,7 +255,7 @@ static int64_t ts_value(int64_t v, firn_pg_decode_stats *stats)
 
 static firn_rc date_value(const stage_col *c, const uint8_t *p, int32_t *out, firn_err *err)
 {
-    int32_t d = (int32_t)be32(p);
+    int32_t d = (int32_t)firn__pg_be32(p);
     if (d == INT32_MAX || d == INT32_MIN) {
         *out = d == INT32_MAX ? INT32_MAX : -INT32_MAX;
         return FIRN_OK;
@@ -308,21 +293,21 @@ static firn_rc stage_fixed(stage_col *c,
     bool null = false;
     switch (c->kind) {
     case SK_I16:
-        v32 = (int16_t)be16(p);
+        v32 = (int16_t)firn__pg_be16(p);
         memcpy(slot, &v32, 4);
         break;
     case SK_I32:
     case SK_F32:
-        v32 = (int32_t)be32(p);
+        v32 = (int32_t)firn__pg_be32(p);
         memcpy(slot, &v32, 4);
         break;
     case SK_I64:
     case SK_F64:
-        v64 = (int64_t)be64(p);
+        v64 = (int64_t)firn__pg_be64(p);
         memcpy(slot, &v64, 8);
         break;
     case SK_OID:
-        v64 = (int64_t)be32(p);
+        v64 = (int64_t)firn__pg_be32(p);
         memcpy(slot, &v64, 8);
         break;
     case SK_BOOL:
@@ -333,7 +318,7 @@ static firn_rc stage_fixed(stage_col *c,
         memcpy(slot, &v32, 4);
         break;
     case SK_TS:
-        v64 = ts_value((int64_t)be64(p), stats);
+        v64 = ts_value((int64_t)firn__pg_be64(p), stats);
         memcpy(slot, &v64, 8);
         break;
     case SK_DEC64:
@@ -397,7 +382,7 @@ frame(const firn__pg_stage *s, const uint8_t *p, size_t len, size_t *end, firn_e
     for (size_t i = 0; i < s->table->n_columns; i++) {
         if (len - pos < 4)
             return FIRN_OK;
-        int32_t n = (int32_t)be32(p + pos);
+        int32_t n = (int32_t)firn__pg_be32(p + pos);
         pos += 4;
         if (n < -1)
             return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
@@ -443,7 +428,7 @@ firn_rc firn__pg_stage_row(firn__pg_stage *s,
     for (; i < s->table->n_columns; i++) {
         if (len - pos < 4)
             goto incomplete;
-        int32_t n = (int32_t)be32(p + pos);
+        int32_t n = (int32_t)firn__pg_be32(p + pos);
         pos += 4;
         if (n < -1) {
             firn__pg_stage_clear(s);

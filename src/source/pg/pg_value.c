@@ -16,21 +16,6 @@
 
 typedef unsigned __int128 u128;
 
-static inline uint16_t be16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline uint64_t be64(const uint8_t *p)
-{
-    return ((uint64_t)be32(p) << 32) | be32(p + 4);
-}
-
 static firn_rc bad_value(const firn_pg_type *t, size_t len, firn_err *err, const char *why)
 {
     return firn_err_set(err, FIRN_ERR_PARSE, "invalid binary value of type \"%s\" (%zu bytes): %s",
@@ -63,10 +48,10 @@ read_numeric(const firn_pg_type *t, const uint8_t *p, size_t len, numeric_var *v
 {
     if (len < 8)
         return bad_value(t, len, err, "short numeric header");
-    v->ndigits = (int16_t)be16(p);
-    v->weight = (int16_t)be16(p + 2);
-    v->sign = be16(p + 4);
-    v->dscale = (int16_t)be16(p + 6);
+    v->ndigits = (int16_t)firn__pg_be16(p);
+    v->weight = (int16_t)firn__pg_be16(p + 2);
+    v->sign = firn__pg_be16(p + 4);
+    v->dscale = (int16_t)firn__pg_be16(p + 6);
     v->digits = p + 8;
     if (v->ndigits < 0 || (size_t)v->ndigits * 2 != len - 8 || v->dscale < 0)
         return bad_value(t, len, err, "bad numeric header");
@@ -74,7 +59,7 @@ read_numeric(const firn_pg_type *t, const uint8_t *p, size_t len, numeric_var *v
         v->sign != NUMERIC_PINF && v->sign != NUMERIC_NINF)
         return bad_value(t, len, err, "bad numeric sign");
     for (int i = 0; i < v->ndigits; i++) {
-        if (be16(v->digits + 2 * i) >= NBASE)
+        if (firn__pg_be16(v->digits + 2 * i) >= NBASE)
             return bad_value(t, len, err, "numeric digit out of range");
     }
     return FIRN_OK;
@@ -132,7 +117,7 @@ numeric_unscaled(const firn_pg_type *t, const numeric_var *v, size_t len, u128 *
     const u128 limit = pow10_table[t->precision];
     u128 acc = 0;
     for (int i = 0; i < v->ndigits; i++) {
-        uint32_t d = be16(v->digits + 2 * i);
+        uint32_t d = firn__pg_be16(v->digits + 2 * i);
         if (d == 0)
             continue;
         int e = 4 * (v->weight - i) + t->scale;
@@ -210,7 +195,7 @@ static size_t format_numeric(const numeric_var *v, char *out)
         out[o++] = '0';
     } else {
         for (int d = 0; d <= v->weight; d++) {
-            uint32_t dig = d < v->ndigits ? be16(v->digits + 2 * d) : 0;
+            uint32_t dig = d < v->ndigits ? firn__pg_be16(v->digits + 2 * d) : 0;
             o += put_group(out + o, dig, d > 0);
         }
     }
@@ -218,7 +203,7 @@ static size_t format_numeric(const numeric_var *v, char *out)
         out[o++] = '.';
         size_t end = o + (size_t)v->dscale;
         for (int d = v->weight + 1; o < end; d++) {
-            uint32_t dig = d >= 0 && d < v->ndigits ? be16(v->digits + 2 * d) : 0;
+            uint32_t dig = d >= 0 && d < v->ndigits ? firn__pg_be16(v->digits + 2 * d) : 0;
             char grp[4];
             put_group(grp, dig, true);
             for (int k = 0; k < 4 && o < end; k++)
@@ -256,7 +241,7 @@ static firn_rc
 decode_date(const firn_pg_type *t, const uint8_t *p, size_t len, firn_column *col, firn_err *err)
 {
     FIRN_TRY(want_len(t, len, 4, err));
-    int32_t d = (int32_t)be32(p);
+    int32_t d = (int32_t)firn__pg_be32(p);
     if (d == INT32_MAX || d == INT32_MIN) {
         firn_column_append_i32(col, d == INT32_MAX ? INT32_MAX : -INT32_MAX); /* +-infinity */
         return FIRN_OK;
@@ -276,7 +261,7 @@ static firn_rc decode_timestamp(const firn_pg_type *t,
                                 firn_err *err)
 {
     FIRN_TRY(want_len(t, len, 8, err));
-    int64_t v = (int64_t)be64(p);
+    int64_t v = (int64_t)firn__pg_be64(p);
     if (v == INT64_MAX || v == INT64_MIN) {
         firn_column_append_i64(col, v == INT64_MAX ? INT64_MAX : -INT64_MAX); /* +-infinity */
         return FIRN_OK;
@@ -296,9 +281,9 @@ static firn_rc decode_interval(
     const firn_pg_type *t, const uint8_t *p, size_t len, firn_column *col, firn_err *err)
 {
     FIRN_TRY(want_len(t, len, 16, err));
-    firn_column_append_i32(firn_column_child(col, 0), (int32_t)be32(p + 12));
-    firn_column_append_i32(firn_column_child(col, 1), (int32_t)be32(p + 8));
-    firn_column_append_i64(firn_column_child(col, 2), (int64_t)be64(p));
+    firn_column_append_i32(firn_column_child(col, 0), (int32_t)firn__pg_be32(p + 12));
+    firn_column_append_i32(firn_column_child(col, 1), (int32_t)firn__pg_be32(p + 8));
+    firn_column_append_i64(firn_column_child(col, 2), (int64_t)firn__pg_be64(p));
     firn_column_struct_end(col);
     return FIRN_OK;
 }
@@ -325,7 +310,7 @@ static firn_rc array_elements(array_walk *w, firn_column *col, int level)
         }
         if (w->end - w->p < 4)
             return bad_value(w->t, w->len, w->err, "truncated array element");
-        int32_t n = (int32_t)be32(w->p);
+        int32_t n = (int32_t)firn__pg_be32(w->p);
         w->p += 4;
         if (n == -1) {
             firn_column_append_null(child);
@@ -380,8 +365,8 @@ static firn_rc decode_array(const firn_pg_type *t,
 {
     if (len < 12)
         return bad_value(t, len, err, "short array header");
-    int32_t ndim = (int32_t)be32(p);
-    uint32_t flags = be32(p + 4);
+    int32_t ndim = (int32_t)firn__pg_be32(p);
+    uint32_t flags = firn__pg_be32(p + 4);
     if (ndim < 0 || ndim > ARRAY_DIMS_MAX || flags > 1 || t->ndims > ARRAY_DIMS_MAX)
         return bad_value(t, len, err, "bad array header");
     if (len - 12 < (size_t)ndim * 8)
@@ -389,8 +374,8 @@ static firn_rc decode_array(const firn_pg_type *t,
     int32_t dims[ARRAY_DIMS_MAX] = {0};
     int64_t total = ndim ? 1 : 0;
     for (int32_t d = 0; d < ndim; d++) {
-        dims[d] = (int32_t)be32(p + 12 + 8 * d);
-        int32_t lbound = (int32_t)be32(p + 16 + 8 * d);
+        dims[d] = (int32_t)firn__pg_be32(p + 12 + 8 * d);
+        int32_t lbound = (int32_t)firn__pg_be32(p + 16 + 8 * d);
         if (dims[d] < 0)
             return bad_value(t, len, err, "negative array dimension");
         total *= dims[d];
@@ -424,19 +409,19 @@ static firn_rc decode_fixed_int(
     switch (t->kind) {
     case FIRN_PG_KIND_INT2:
         FIRN_TRY(want_len(t, len, 2, err));
-        firn_column_append_i32(col, (int16_t)be16(p));
+        firn_column_append_i32(col, (int16_t)firn__pg_be16(p));
         return FIRN_OK;
     case FIRN_PG_KIND_INT4:
         FIRN_TRY(want_len(t, len, 4, err));
-        firn_column_append_i32(col, (int32_t)be32(p));
+        firn_column_append_i32(col, (int32_t)firn__pg_be32(p));
         return FIRN_OK;
     case FIRN_PG_KIND_OID:
         FIRN_TRY(want_len(t, len, 4, err));
-        firn_column_append_i64(col, (int64_t)be32(p));
+        firn_column_append_i64(col, (int64_t)firn__pg_be32(p));
         return FIRN_OK;
     default: /* INT8, TIME */
         FIRN_TRY(want_len(t, len, 8, err));
-        firn_column_append_i64(col, (int64_t)be64(p));
+        firn_column_append_i64(col, (int64_t)firn__pg_be64(p));
         return FIRN_OK;
     }
 }
@@ -446,14 +431,14 @@ decode_float(const firn_pg_type *t, const uint8_t *p, size_t len, firn_column *c
 {
     if (t->kind == FIRN_PG_KIND_FLOAT4) {
         FIRN_TRY(want_len(t, len, 4, err));
-        uint32_t bits = be32(p);
+        uint32_t bits = firn__pg_be32(p);
         float f;
         memcpy(&f, &bits, 4);
         firn_column_append_float(col, f);
         return FIRN_OK;
     }
     FIRN_TRY(want_len(t, len, 8, err));
-    uint64_t bits = be64(p);
+    uint64_t bits = firn__pg_be64(p);
     double d;
     memcpy(&d, &bits, 8);
     firn_column_append_double(col, d);
@@ -464,7 +449,7 @@ static firn_rc
 decode_money(const firn_pg_type *t, const uint8_t *p, size_t len, firn_column *col, firn_err *err)
 {
     FIRN_TRY(want_len(t, len, 8, err));
-    int64_t cents = (int64_t)be64(p);
+    int64_t cents = (int64_t)firn__pg_be64(p);
     firn_column_append_i128(col, cents < 0 ? -1 : 0, (uint64_t)cents);
     return FIRN_OK;
 }
