@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Small-file compaction of format-2 upsert tables (DELETES.md §3, bench/README.md): CDC commits
  * add small data files and position deletes, and readers pay for both. After a commit, when a
- * partition has destination.compact_small_files data files under 3/4 of target_file_size, or a
- * data file with compact_delete_percent % of its rows deleted, those files are rewritten (rows
+ * partition has destination.compact_small_files data files of one size tier (under 3/4 of
+ * target_file_size), or a data file with compact_delete_percent % of its rows deleted, those
+ * files and the smaller ones are rewritten (rows
  * minus deletes, read with the Parquet reader) into target-size files in one "replace" snapshot
  * (Iceberg "rewrite": the data files and the position-delete files deleting only from them
  * removed, new files added with the data sequence number of the snapshot read, so equality
@@ -13,13 +14,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Small files are rewritten by size tier, as a size-tiered LSM merges its runs: tier 0 holds
+ * files under TIER0_BYTES, tier k those under TIER0_BYTES * 4^k. A tier is due when it holds
+ * compact_small_files files; a rewrite takes the files of the highest due tier and of every
+ * tier below it, and its output lands a tier or two higher. So each row is rewritten about
+ * log4(target_file_size / TIER0_BYTES) times in all, and a commit of a few rows never rewrites
+ * a partition's large files with it (merging every file under 3/4 of target_file_size would
+ * rewrite a table of a few hundred MB each time compact_small_files commits had passed). */
+#define TIER0_BYTES ((uint64_t)64 << 10)
+#define N_TIERS     16
+
 /* One partition's files to rewrite. */
 typedef struct cgroup {
     char *key; /* spec id and partition tuple, encoded */
     size_t key_len;
     uint32_t *ords;
+    uint8_t *tier; /* per ords[i]: its size tier, or N_TIERS for a large file with many deletes */
     size_t n_ords;
-    size_t n_small;
     bool heavy; /* a file with compact_delete_percent of its rows deleted */
 } cgroup;
 
@@ -33,6 +44,7 @@ static void plan_free(cplan *p)
     for (size_t i = 0; i < p->n_groups; i++) {
         firn_free(p->groups[i].key);
         firn_free(p->groups[i].ords);
+        firn_free(p->groups[i].tier);
     }
     firn_free(p->groups);
     memset(p, 0, sizeof(*p));
@@ -86,6 +98,38 @@ static cgroup *group_for(cplan *p, const firn_buf *key)
     return g;
 }
 
+static uint8_t size_tier(uint64_t bytes)
+{
+    uint8_t k = 0;
+    for (uint64_t below = TIER0_BYTES; bytes >= below && k < N_TIERS - 1; below *= 4)
+        k++;
+    return k;
+}
+
+/* Keeps of g the files to rewrite: every file with many deletes, and the small files of the
+ * highest tier holding min_files of them and of the tiers below it. False when none is due. */
+static bool select_tiers(cgroup *g, int64_t min_files)
+{
+    size_t count[N_TIERS] = {0};
+    for (size_t i = 0; i < g->n_ords; i++)
+        if (g->tier[i] < N_TIERS)
+            count[g->tier[i]]++;
+    int due = -1;
+    for (int k = 0; k < N_TIERS && min_files > 0; k++)
+        if ((int64_t)count[k] >= min_files)
+            due = k;
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_ords; i++) {
+        bool heavy_large = g->tier[i] == N_TIERS;
+        if (heavy_large || (int)g->tier[i] <= due || (due < 0 && g->heavy && g->tier[i] == 0)) {
+            g->ords[n] = g->ords[i];
+            g->tier[n++] = g->tier[i];
+        }
+    }
+    g->n_ords = n;
+    return due >= 0 || (g->heavy && n > 0);
+}
+
 /* Candidates per partition: small files and files with many deleted rows, of the current spec. */
 static firn_rc plan_groups(firn__table *t, cplan *p, firn_err *err)
 {
@@ -111,21 +155,23 @@ static firn_rc plan_groups(firn__table *t, cplan *p, firn_err *err)
             break;
         cgroup *g = group_for(p, &key);
         g->ords = firn_reallocarray(g->ords, g->n_ords + 1, sizeof(uint32_t));
+        g->tier = firn_reallocarray(g->tier, g->n_ords + 1, 1);
+        g->tier[g->n_ords] =
+            small ? (heavy ? 0 : size_tier((uint64_t)f->file_size_in_bytes)) : N_TIERS;
         g->ords[g->n_ords++] = o;
-        g->n_small += small;
         g->heavy |= heavy;
     }
     firn_buf_deinit(&key);
-    /* keep the groups due: enough small files, or a file with many deletes */
+    /* keep the groups due: a tier with enough small files, or a file with many deletes */
     size_t k = 0;
     for (size_t i = 0; i < p->n_groups; i++) {
         cgroup *g = &p->groups[i];
-        if (g->heavy ||
-            (d->compact_small_files > 0 && (int64_t)g->n_small >= d->compact_small_files)) {
+        if (select_tiers(g, d->compact_small_files)) {
             p->groups[k++] = *g;
         } else {
             firn_free(g->key);
             firn_free(g->ords);
+            firn_free(g->tier);
         }
     }
     p->n_groups = k;

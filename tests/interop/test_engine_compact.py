@@ -169,3 +169,31 @@ def test_compaction_conflict_with_another_writer(firn_job, tmp_path):
     for reader in (pyiceberg_rows, duckdb_rows):
         got, want = typed_rows(job, reader)
         assert got == want, reader.__name__
+
+
+def test_small_commits_leave_large_files_alone(firn_job):
+    """Size tiers: three commits of a few rows each are merged, the backfill's large file (a
+    higher tier, though still under 3/4 of target_file_size) is not rewritten with them."""
+    job = firn_job([{"stream_name": "big"}], setup=[
+        "CREATE TABLE big (id bigint PRIMARY KEY, v text)",
+        "INSERT INTO big SELECT g, md5(g::text) || md5((g * 7)::text) "
+        "FROM generate_series(1, 20000) g"])
+    job.destination_extra = dict(DEST, compact_small_files=3)
+    job.sync()
+    tbl = job.loc.pyiceberg().load_table(job.table("big"))
+    (base,) = [e["data_file"] for e in live_entries(tbl) if e["data_file"]["content"] == 0]
+    assert base["file_size_in_bytes"] > 4 * 64 * 1024, base["file_size_in_bytes"]  # tier >= 2
+    for k in range(1, 4):
+        job.sql(f"UPDATE big SET v = 'r{k}' WHERE id IN ({k}, {k + 100})",
+                f"INSERT INTO big VALUES ({30000 + k}, 'new')")
+        job.sync()
+    tbl = job.loc.pyiceberg().load_table(job.table("big"))
+    reps = replace_snapshots(tbl)
+    assert len(reps) == 1, [summary_of(s)["operation"] for s in snapshot_chain(tbl)]
+    check_replace(tbl, reps[0])
+    data = [e["data_file"] for e in live_entries(tbl) if e["data_file"]["content"] == 0]
+    assert base["file_path"] in {d["file_path"] for d in data}, "the large file was rewritten"
+    assert len(data) == 2, [d["file_path"] for d in data]  # the base + the 3 small ones merged
+    want = sorted(job.source_rows("SELECT id, v FROM big"))
+    for reader in (pyiceberg_rows, duckdb_rows):
+        assert sorted(reader(job.loc, job.table("big"), ["id", "v"])) == want, reader.__name__
