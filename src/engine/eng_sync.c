@@ -5,8 +5,12 @@
 #include "cfg_int.h"
 #include "engine_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 static _Thread_local firn_fault last_fault;
 
@@ -519,9 +523,49 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     return fail(FIRN_FAULT_SOURCE, rc);
 }
 
+/* One sync per state file: an exclusive flock on "<state>.lock" (holding the pid) for the whole
+ * run, taken before anything is opened, so a second firn on the same files stops at once with
+ * the first one's pid instead of rebuilding key indexes and then meeting the busy slot. The
+ * lock goes with the process, so a killed run leaves nothing to clean up. */
+static firn_rc lock_state(const firn_config *cfg, int *fd_out, firn_err *err)
+{
+    *fd_out = -1;
+    if (!cfg->state_path)
+        return FIRN_OK;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s.lock", cfg->state_path);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not open \"%s\"", path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "unknown";
+        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+        if (n > 0) {
+            pid[n] = 0;
+            pid[strcspn(pid, "\n")] = 0;
+        }
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return firn_err_set_errno(err, FIRN_ERR_IO, e, "could not lock \"%s\"", path);
+        return firn_err_set(err, FIRN_ERR_UNAVAILABLE,
+                            "state file \"%s\" is in use by another firn sync (pid %s); stop "
+                            "that one first, or give this run its own --state",
+                            cfg->state_path, pid);
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine", "could not write the pid into \"%s\"", path);
+    *fd_out = fd;
+    return FIRN_OK;
+}
+
 firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
 {
     last_fault = FIRN_FAULT_NONE;
+    int lock_fd = -1;
+    FIRN_TRY(lock_state(cfg, &lock_fd, err));
     firn__engine e;
     int64_t t0 = firn_monotonic_ns();
     firn_rc rc = engine_open(&e, cfg, opts, err);
@@ -543,12 +587,13 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
         for (size_t i = 0; i < e.n_tables; i++)
             firn__table_save_index(e.tables[i]); /* the next start reads it instead of the keys */
     }
-    if (rc == FIRN_OK) {
+    if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
         uint64_t rows = 0;
         for (size_t i = 0; i < e.n_tables; i++)
             rows += e.tables[i]->rows_written;
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "sync finished: %zu tables, %llu rows written, %.1f s",
-                 e.n_tables, (unsigned long long)rows, (double)(firn_monotonic_ns() - t0) / 1e9);
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "sync %s: %zu tables, %llu rows written, %.1f s",
+                 rc == FIRN_OK ? "finished" : "stopped", e.n_tables, (unsigned long long)rows,
+                 (double)(firn_monotonic_ns() - t0) / 1e9);
     }
     firn__stats_write(&e,
                       rc == FIRN_OK              ? "finished"
@@ -556,6 +601,8 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
                                                  : "failed",
                       true);
     engine_close(&e);
+    if (lock_fd >= 0)
+        close(lock_fd);
     return rc;
 }
 

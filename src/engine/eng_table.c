@@ -472,7 +472,14 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         FIRN_TRY(create_table(t, err));
     int fv = t->cat.metadata->format_version;
     t->dv = fv >= 3;
-    if (exists && fv != (int)t->eng->cfg->destination.format_version)
+    const int want_fv = (int)t->eng->cfg->destination.format_version;
+    if (exists && fv > want_fv) /* a declared reader may not read it: say so */
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\": exists with format version %d, but the destination asks for %d "
+                 "(%s); firn keeps writing version %d (format versions only go up): drop the "
+                 "table and sync again to have version %d",
+                 t->display, fv, want_fv, t->eng->cfg->destination.format_reason, fv, want_fv);
+    else if (exists && fv != want_fv)
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": exists with format version %d, kept (%s); deletes are %s",
                  t->display, fv, t->eng->cfg->destination.format_reason,

@@ -103,8 +103,9 @@ T_TEST(publication_problems)
     it_sql(c, "SELECT pg_create_logical_replication_slot('s_pub', 'pgoutput')");
     firn_err err = {0};
     T_EQ_INT(preflight("s_pub", "missing_pub", NULL, 0, NULL, &err), FIRN_ERR_NOT_FOUND);
-    T_EQ_STR(err.msg, "publication \"missing_pub\" does not exist; create it with CREATE "
-                      "PUBLICATION \"missing_pub\" FOR ALL TABLES (or FOR TABLE ...)");
+    T_EQ_STR(err.msg, "publication \"missing_pub\" does not exist; have a table owner or "
+                      "superuser run CREATE PUBLICATION \"missing_pub\" FOR TABLE ... WITH "
+                      "(publish_via_partition_root = true)");
     it_sql(c, "CREATE PUBLICATION pf_d FOR TABLE ok_t, full_t, nothing_t, nokey_t");
     const firn_pgo_table other[] = {{"public", "other_t"}};
     T_EQ_INT(preflight("s_pub", "pf_d", other, 1, NULL, &err), FIRN_ERR_CONFIG);

@@ -203,7 +203,14 @@ def test_slot_in_use_by_another_firn(fe):
         wait_for(lambda: b"replication connection open" in (fe.root / "follow.log").read_bytes()
                  and first.poll() is None, 60, what="the first firn to stream")
         time.sleep(1)
-        line = one_error(run(fe, "sync", *fe.sync_args), 3)
+        # the same state file: refused before anything is opened, naming the first run
+        line = one_error(run(fe, "sync", *fe.sync_args), 1)
+        assert line == (f'firn: state file "{fe.state}" is in use by another firn sync (pid '
+                        f'{first.pid}); stop that one first, or give this run its own --state'), line
+        # another state file on the same slot: the slot is busy
+        args = list(fe.sync_args)
+        args[args.index("--state") + 1] = str(fe.root / "other-state.json")
+        line = one_error(run(fe, "sync", *args), 3)
         assert "firn_e2e" in line and "active" in line, line
     finally:
         first.send_signal(signal.SIGTERM)

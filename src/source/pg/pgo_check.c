@@ -133,8 +133,9 @@ static firn_rc check_publications(chk *c, bool *out_upd_del)
         FIRN_TRY(run(c, "read publications"));
         if (PQntuples(c->res) == 0)
             return firn_err_set(c->err, FIRN_ERR_NOT_FOUND,
-                                "publication \"%s\" does not exist; create it with CREATE "
-                                "PUBLICATION \"%s\" FOR ALL TABLES (or FOR TABLE ...)",
+                                "publication \"%s\" does not exist; have a table owner or "
+                                "superuser run CREATE PUBLICATION \"%s\" FOR TABLE ... WITH "
+                                "(publish_via_partition_root = true)",
                                 pub, pub);
         if (val_true(c->res, 0, 0))
             *out_upd_del = true;
