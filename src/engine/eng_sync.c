@@ -67,6 +67,28 @@ void firn__engine_note_commit(firn__engine *e, firn__table *t)
     st->snapshot_id = s ? s->snapshot_id : 0;
 }
 
+/* At the end of a run: each table's state entry as the table now is, also for tables this run
+ * did not commit (a state file lost or replaced since their last commit) and for commits that
+ * do not note themselves (compactions), so `firn status` shows what the tables hold. */
+static void refresh_state(firn__engine *e)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        const firn_snapshot *s = firn_table_metadata_current_snapshot(t->cat.metadata);
+        if (!s)
+            continue;
+        firn_stream_state *st =
+            firn_state_stream(&e->state, t->stream->namespace, t->stream->name, true);
+        st->sync_mode = t->stream->sync_mode;
+        st->backfill_done = !t->needs_backfill;
+        if (t->committed_lsn > st->committed_lsn)
+            st->committed_lsn = t->committed_lsn;
+        if (st->snapshot_id != s->snapshot_id && st->last_commit_us < s->timestamp_ms * 1000)
+            st->last_commit_us = s->timestamp_ms * 1000;
+        st->snapshot_id = s->snapshot_id;
+    }
+}
+
 /* ---- opening the engine ------------------------------------------------------------------- */
 
 static firn_rc open_catalog(firn__engine *e, firn_err *err)
@@ -581,6 +603,7 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
     else if (rc == FIRN_OK && backfill)
         rc = backfill_without_slot(&e, err);
     if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
+        refresh_state(&e);
         firn_rc src = firn__engine_save_state(&e, err);
         if (src)
             rc = fail(FIRN_FAULT_NONE, src);

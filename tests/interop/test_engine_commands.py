@@ -89,6 +89,16 @@ def test_status_before_and_after_sync(pg, pg_db, firn_bin, tmp_path):
         # without --source: the age of the last commit only
         f = status_lines(fe, "--destination", str(fe.destination))["public.orders"].split()
         assert re.fullmatch(r"\d+s since commit", " ".join(f[7:])), f
+        # a lost state file: the next run (nothing to commit) writes every table's entry back
+        fe.state.unlink()
+        fe.sync()
+        again = status_lines(fe, "--destination", str(fe.destination))
+        for name in ("orders", "notes"):
+            snap = fe.catalog().load_table(f"e2e.{name}").current_snapshot()
+            f = again[f"public.{name}"].split()
+            assert f[3:5] == ["done", lsn_text(int(snap.summary["firn.lsn"]))], f
+            assert time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(snap.timestamp_ms // 1000)) \
+                == f"{f[5]} {f[6]}", f
         # streams not selected are not listed
         fe.write_streams(["orders"])
         assert set(status_lines(fe)) == {"public.orders"}
