@@ -565,6 +565,10 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
                               seen_path(ctx, &d->namespace_pattern, "namespace"));
     if (!firn__cfg_was_set(ctx, &d->storage.path_style))
         d->storage.path_style = d->storage.endpoint != NULL;
+    if (d->index_dir && !d->index_dir[0])
+        return firn__cfg_fail(ctx, err,
+                              "\"index_dir\" must not be empty (leave it out for the default, "
+                              "~/.cache/firn)");
     if (d->commit.interval_ms <= 0)
         return firn__cfg_fail(ctx, err, "\"commit.interval_seconds\" must be greater than 0");
     if (d->commit.max_bytes < 1024)

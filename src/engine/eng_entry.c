@@ -170,6 +170,7 @@ static firn_rc check_destination(const firn_config *cfg, firn_err *err)
     firn_io *io = NULL;
     bool io_owned = false;
     firn_catalog *cat = NULL;
+    FIRN_TRY(fault(FIRN_FAULT_CONFIG, firn__engine_check_index_dir(&cfg->destination, err)));
     firn_rc rc = firn__engine_open_destination(&cfg->destination, &cat, &io, &io_owned, err);
     if (rc)
         return fault(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_DESTINATION, rc);

@@ -49,6 +49,22 @@ static firn_rc mkdir_p(const char *path, firn_err *err)
     return rc;
 }
 
+firn_rc firn__engine_check_index_dir(const firn_destination_config *d, firn_err *err)
+{
+    if (!d->index_dir)
+        return FIRN_OK;
+    firn_err e = {0};
+    firn_rc rc = mkdir_p(d->index_dir, &e);
+    if (rc == FIRN_OK && access(d->index_dir, W_OK | X_OK) != 0)
+        rc = firn_err_set_errno(&e, FIRN_ERR_IO, errno, "cannot write in \"%s\"", d->index_dir);
+    if (rc)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "\"index_dir\": %s; point it at a writable local folder (or leave it "
+                            "out for ~/.cache/firn)",
+                            e.msg);
+    return FIRN_OK;
+}
+
 /* Whether run file name belongs to the runs of idx (by id). */
 static bool is_live_run(const firn__pkindex *idx, const char *name)
 {

@@ -587,6 +587,7 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
 {
     last_fault = FIRN_FAULT_NONE;
     int lock_fd = -1;
+    FIRN_TRY(fail(FIRN_FAULT_CONFIG, firn__engine_check_index_dir(&cfg->destination, err)));
     FIRN_TRY(lock_state(cfg, &lock_fd, err));
     firn__engine e;
     int64_t t0 = firn_monotonic_ns();

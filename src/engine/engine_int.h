@@ -792,4 +792,9 @@ FIRN_MUST_CHECK firn_rc firn__engine_save_state(firn__engine *e, firn_err *err);
 /** Records table progress in the state copy. */
 void firn__engine_note_commit(firn__engine *e, firn__table *t);
 
+/* Creates destination.index_dir when set (with its parents) and checks it is writable, so a
+ * bad folder is a configuration error before anything is copied. FIRN_ERR_CONFIG naming the key
+ * and the folder; FIRN_OK when index_dir is not set. */
+firn_rc firn__engine_check_index_dir(const firn_destination_config *d, firn_err *err);
+
 #endif

@@ -197,6 +197,21 @@ def test_warehouse_not_writable(fe):
         assert "/dev/null/warehouse" in line, line
 
 
+def test_index_dir_not_writable(fe):
+    """A bad index_dir is a configuration error found by check and before a sync copies."""
+    fe.write_destination(index_dir="/dev/null/index")
+    for args in (["check", "--destination", str(fe.destination)], ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 2)
+        assert line == ('firn: "index_dir": could not create folder "/dev/null/index": Not a '
+                        'directory; point it at a writable local folder (or leave it out for '
+                        '~/.cache/firn)'), line
+    assert not fe.warehouse.exists() or not list(fe.warehouse.iterdir())
+    fe.write_destination(index_dir="")
+    line = one_error(run(fe, "check", "--destination", str(fe.destination)), 2)
+    assert line.endswith('"index_dir" must not be empty (leave it out for the default, '
+                         '~/.cache/firn)'), line
+
+
 def test_slot_in_use_by_another_firn(fe):
     first = fe.start_follow()
     try:
