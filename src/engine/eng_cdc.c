@@ -15,7 +15,11 @@
 #define CATCHUP_NEXT_MS    50
 #define CATCHUP_PROBE_MS   300 /* idle time before asking the server how far it decoded */
 #define CATCHUP_GIVE_UP_MS 60000
-#define STOP_TXN_GRACE_MS  2000 /* a stop waits this long for the transaction at hand to end */
+/* The server says it sent past the target but no keepalive past it came after the data: what
+ * it sent may still be on the way (socket, the receiver thread's queue), so wait this long
+ * without a message before believing it. */
+#define CATCHUP_SENT_GRACE_MS 2000
+#define STOP_TXN_GRACE_MS     2000 /* a stop waits this long for the transaction at hand to end */
 
 /* A relation of the stream mapped onto a synced table. */
 typedef struct rel_map {
@@ -671,8 +675,10 @@ static int next_timeout_ms(const cdc *c, bool follow)
 }
 
 /* Catch-up run: is everything up to the WAL position at start read? True once a transaction
- * ending at or past it was read, or once the server has decoded and sent past it and nothing
- * more arrived. When the server does not say how far it has sent, the run ends after
+ * ending at or past it was read, or once the server has decoded and sent past it and a
+ * keepalive past it came after the data (or nothing more arrived for CATCHUP_SENT_GRACE_MS:
+ * sent is not received, and ending on the server's word alone lost a whole transaction
+ * still in flight). When the server does not say how far it has sent, the run ends after
  * initial_wait_seconds without a change (OLake's initial_wait_time); when it says it has not
  * sent everything yet, the run waits (it is decoding), up to CATCHUP_GIVE_UP_MS. */
 static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
@@ -706,8 +712,10 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
     FIRN_TRY(sent_lsn(c, &sent, &known, err));
     c->sent_unknown = !known;
     int64_t wait_ms = c->e->cfg->source.initial_wait_ms;
-    if (known && sent >= c->target_lsn) {
+    if (known && sent >= c->target_lsn && (keepalive_past || idle_ms >= CATCHUP_SENT_GRACE_MS)) {
         *out = true;
+    } else if (known && sent >= c->target_lsn) {
+        return FIRN_OK; /* sent, maybe not received yet: a keepalive or the grace decides */
     } else if (!known && idle_ms >= wait_ms) {
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "no change for %.1f s (initial_wait_seconds) and the server does not say how far "
