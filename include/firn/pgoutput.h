@@ -291,6 +291,12 @@ typedef struct firn_pgo_config {
     uint32_t proto_version;  /* 0: by server version (14: 2, 15: 3, 16+: 4, else 1) */
     bool text_values;        /* true: text values even where binary mode is available */
     bool no_streaming;       /* true: never ask for streaming of in-progress transactions */
+    /* Preflight only: a publication that does not exist yet is not an error (the caller creates
+     * it, covering the tables, before streaming); tables are then not checked against it. */
+    bool publications_may_be_missing;
+    /* Preflight only: a slot active for another process (a running sync) is logged, not an
+     * error. */
+    bool slot_may_be_active;
 } firn_pgo_config;
 
 /** A table the stream must carry (for preflight checks). */

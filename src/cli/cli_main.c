@@ -28,8 +28,11 @@ static const cli_cmd commands[] = {
     {"check", "test the connection to the source and the destination",
      "usage: firn check [--source FILE] [--destination FILE] [--streams FILE]\n"
      "\n"
-     "Validates the files, then connects: to PostgreSQL (login, wal_level, replication slot and\n"
-     "publication) and to the catalog (a test namespace and file are written and removed).\n"
+     "Validates the files, then connects: to PostgreSQL (login, wal_level, a replication\n"
+     "connection, the replication slot and publication; with --streams also what sync checks\n"
+     "for each CDC table: publication coverage, replica identity, SELECT, and a warning naming\n"
+     "the tables at risk of unchanged TOAST values) and to the catalog (a test namespace and\n"
+     "file are written and removed). Creates nothing on the source.\n"
      "At least one of --source and --destination is needed.\n"
      "\n"
      "options:\n" FILE_OPTS LOG_OPTS,

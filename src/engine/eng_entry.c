@@ -99,6 +99,68 @@ static firn_rc check_publication_owner(const firn_config *cfg, firn_pg_conn *c, 
     return rc;
 }
 
+void firn__engine_log_toast_risk(const firn_pgo_report *rep, firn_log_level level)
+{
+    if (!rep || rep->n_toast_risk == 0)
+        return;
+    firn_buf names;
+    firn_buf_init(&names, 1024);
+    for (size_t i = 0; i < rep->n_toast_risk; i++) {
+        if (i == 8) {
+            firn_rc_ignore(firn_buf_appendf(&names, " and %zu more", rep->n_toast_risk - 8));
+            break;
+        }
+        firn_rc_ignore(firn_buf_appendf(&names, "%s%s", i ? ", " : "", rep->toast_risk[i]));
+    }
+    FIRN_LOG(
+        level, "engine",
+        "%zu table%s with large (TOAST) columns and REPLICA IDENTITY DEFAULT: %s; an update "
+        "that leaves such a value untouched costs a fetch from the source and is eventually "
+        "exact (docs/cdc.md \"Unchanged TOAST values\"); ALTER TABLE ... REPLICA IDENTITY FULL "
+        "makes it exact",
+        rep->n_toast_risk, rep->n_toast_risk == 1 ? "" : "s",
+        names.data ? (const char *)names.data : "");
+    firn_buf_deinit(&names);
+}
+
+/* The replication side of `firn check`: a replication connection opens (pg_hba.conf may allow
+ * only normal ones), and the preflight sync runs before streaming passes for the selected CDC
+ * tables: the slot (may be missing when firn creates it), the publication (may be missing when
+ * firn creates it), replica identity, SELECT; tables at risk of unchanged TOAST values are
+ * named in a warning. */
+static firn_rc check_replication(const firn_config *cfg, const char *conninfo, firn_err *err)
+{
+    const firn_source_config *src = &cfg->source;
+    const char *pubs[1] = {src->publication};
+    firn_pgo_config pc = {0};
+    pc.conninfo = conninfo;
+    pc.slot_name = src->slot;
+    pc.publications = pubs;
+    pc.n_publications = 1;
+    pc.publications_may_be_missing = src->create_publication;
+    pc.slot_may_be_active = true;
+    firn_pgo_stream *s = NULL;
+    FIRN_TRY(firn_pgo_stream_open(&pc, &s, err));
+    firn_pgo_table *tabs = firn_calloc(cfg->streams.count ? cfg->streams.count : 1, sizeof(*tabs));
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->streams.count; i++) {
+        const firn_stream_config *st = &cfg->streams.items[i];
+        if (st->selected &&
+            (st->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || st->sync_mode == FIRN_SYNC_CDC_ONLY)) {
+            tabs[n].schema = st->namespace;
+            tabs[n++].name = st->name;
+        }
+    }
+    firn_pgo_report rep = {0};
+    firn_rc rc = firn_pgo_stream_preflight(s, tabs, n, src->create_slot, &rep, err);
+    if (rc == FIRN_OK)
+        firn__engine_log_toast_risk(&rep, FIRN_LOG_WARN);
+    firn_pgo_report_deinit(&rep);
+    firn_free(tabs);
+    firn_pgo_stream_free(s);
+    return rc;
+}
+
 static firn_rc check_source(const firn_config *cfg, firn_err *err)
 {
     char *conninfo = NULL;
@@ -122,6 +184,8 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
                               "<user> WITH REPLICATION");
         if (rc == FIRN_OK)
             rc = check_publication_owner(cfg, c, err);
+        if (rc == FIRN_OK)
+            rc = check_replication(cfg, conninfo, err);
     }
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "source ok: %s", firn_pg_conn_describe(c));

@@ -516,8 +516,12 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     }
     firn_rc rc = FIRN_OK;
     bool have_slot = slot_exists(e, src->slot, err, &rc);
+    firn_pgo_report rep = {0};
     if (rc == FIRN_OK)
-        rc = firn_pgo_stream_preflight(s, tabs, n, !have_slot && src->create_slot, NULL, err);
+        rc = firn_pgo_stream_preflight(s, tabs, n, !have_slot && src->create_slot, &rep, err);
+    if (rc == FIRN_OK)
+        firn__engine_log_toast_risk(&rep, FIRN_LOG_INFO);
+    firn_pgo_report_deinit(&rep);
     if (rc == FIRN_OK)
         rc = drop_unused_slot(e, &have_slot, err);
     if (rc == FIRN_OK && !have_slot)

@@ -764,6 +764,10 @@ FIRN_MUST_CHECK firn_rc firn__engine_status(const firn_config *cfg, FILE *out, f
 /** Where the last of those three failed. */
 firn_fault firn__entry_fault(void);
 
+/** Logs, at `level`, the tables of a preflight report at risk of unchanged TOAST values (names
+ * the first 8 and the remedy); nothing when there are none. Borrows rep. */
+void firn__engine_log_toast_risk(const firn_pgo_report *rep, firn_log_level level);
+
 /** TEST-ONLY (eng_fault.c): kills the process with SIGKILL when FIRN_TEST_CRASH names this
  * point and its count is reached ("after-upload:3": the third time). Thread-safe. */
 void firn__fault_point(const char *name);

@@ -53,6 +53,35 @@ def test_check_ok_and_leaves_nothing_behind(pg, pg_db, firn_bin, tmp_path):
     assert list(fe.warehouse.iterdir()) == []
 
 
+def test_check_names_tables_at_toast_risk(pg, pg_db, firn_bin, tmp_path):
+    """`check --streams` runs sync's replication preflight: the replication connection opens,
+    the slot and publication firn will create may be missing, and the selected tables whose
+    unchanged large values would need a fetch (TOAST-able columns, REPLICA IDENTITY DEFAULT) are
+    named in one warning; REPLICA IDENTITY FULL (notes) and numeric-only tables (orders) are
+    not."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(SCHEMA)
+        conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text, blob bytea)")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, ["orders", "notes", "docs"])
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                  "warn")
+    assert (proc.returncode, proc.stdout) == (0, "check: ok (source)\n"), proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "1 table with large (TOAST) columns and REPLICA IDENTITY DEFAULT: public.docs;" in \
+        lines[0], lines[0]
+    assert "REPLICA IDENTITY FULL makes it exact" in lines[0], lines[0]
+    with pg.connect(dbname=pg_db) as conn:  # check created nothing on the source
+        assert conn.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE database = %s",
+                            (pg_db,)).fetchone()[0] == 0
+        conn.execute("ALTER TABLE docs REPLICA IDENTITY FULL")
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                  "warn")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "check: ok (source)\n", "")
+
+
 def test_status_before_and_after_sync(pg, pg_db, firn_bin, tmp_path):
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(SCHEMA)

@@ -116,14 +116,32 @@ def test_unreachable_host(fe, pg):
 
 def test_missing_slot(fe, pg):
     fe.write_source(pg, slot="no_such_slot", create_slot=False)
-    line = one_error(run(fe, "sync", *fe.sync_args), 3)
-    assert "no_such_slot" in line, line
+    for args in (["check", "--source", str(fe.source), "--streams", str(fe.streams)],
+                 ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 3)
+        assert ('replication slot "no_such_slot" does not exist; create it with SELECT '
+                "pg_create_logical_replication_slot('no_such_slot', 'pgoutput')") in line, line
 
 
 def test_missing_publication(fe, pg):
     fe.write_source(pg, publication="no_such_pub", create_publication=False)
-    line = one_error(run(fe, "sync", *fe.sync_args), 3)
-    assert "no_such_pub" in line, line
+    for args in (["check", "--source", str(fe.source), "--streams", str(fe.streams)],
+                 ["sync", *fe.sync_args]):
+        line = one_error(run(fe, *args), 3)
+        assert 'publication "no_such_pub" does not exist' in line, line
+
+
+def test_publication_missing_a_table(fe, pg, pg_db):
+    """A publication of the user's that does not carry a selected table: `check` says which and
+    what to run, before any sync."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE other (id int PRIMARY KEY); CREATE PUBLICATION only_other "
+                     "FOR TABLE other")
+    fe.write_source(pg, publication="only_other", create_publication=False)
+    line = one_error(run(fe, "check", "--source", str(fe.source), "--streams", str(fe.streams)),
+                     3)
+    assert line.endswith('publication "only_other" does not cover table "public.t"; run ALTER '
+                         'PUBLICATION "only_other" ADD TABLE "public"."t"'), line
 
 
 def test_publication_needs_table_owner(fe, pg, pg_db):

@@ -115,6 +115,11 @@ static firn_rc check_slot(chk *c, bool may_be_missing)
                             "it needed was removed; drop it with SELECT "
                             "pg_drop_replication_slot('%s'), create it again and backfill",
                             slot, slot);
+    if (val_true(c->res, 0, 3) && c->s->cfg.slot_may_be_active) {
+        FIRN_LOG(FIRN_LOG_INFO, "pg", "replication slot \"%s\" is in use by PID %s", slot,
+                 PQgetvalue(c->res, 0, 4));
+        return FIRN_OK;
+    }
     if (val_true(c->res, 0, 3))
         return firn_err_set(c->err, FIRN_ERR_CONFIG,
                             "replication slot \"%s\" is active for PID %s; stop the other "
@@ -123,14 +128,21 @@ static firn_rc check_slot(chk *c, bool may_be_missing)
     return FIRN_OK;
 }
 
-static firn_rc check_publications(chk *c, bool *out_upd_del)
+/* *out_upd_del: a publication carries updates or deletes; *out_missing: one does not exist yet
+ * (allowed by publications_may_be_missing: the caller creates it, with every operation). */
+static firn_rc check_publications(chk *c, bool *out_upd_del, bool *out_missing)
 {
     *out_upd_del = false;
+    *out_missing = false;
     for (size_t i = 0; i < c->s->cfg.n_publications; i++) {
         const char *pub = c->s->cfg.publications[i];
         FIRN_TRY(q_start(c, "SELECT pubupdate OR pubdelete FROM pg_publication WHERE pubname = "));
         FIRN_TRY(q_lit(c, pub));
         FIRN_TRY(run(c, "read publications"));
+        if (PQntuples(c->res) == 0 && c->s->cfg.publications_may_be_missing) {
+            *out_missing = *out_upd_del = true;
+            continue;
+        }
         if (PQntuples(c->res) == 0)
             return firn_err_set(c->err, FIRN_ERR_NOT_FOUND,
                                 "publication \"%s\" does not exist; have a table owner or "
@@ -171,7 +183,8 @@ static firn_rc read_table(chk *c, const firn_pgo_table *t)
     return FIRN_OK;
 }
 
-static firn_rc check_table(chk *c, const firn_pgo_table *t, bool upd_del, firn_pgo_report *rep)
+static firn_rc
+check_table(chk *c, const firn_pgo_table *t, bool upd_del, bool pub_missing, firn_pgo_report *rep)
 {
     FIRN_TRY(read_table(c, t));
     const char kind = PQgetvalue(c->res, 0, 0)[0];
@@ -182,7 +195,7 @@ static firn_rc check_table(chk *c, const firn_pgo_table *t, bool upd_del, firn_p
                             "permission denied for table \"%s.%s\"; run GRANT SELECT ON "
                             "\"%s\".\"%s\" TO \"%s\"",
                             t->schema, t->name, t->schema, t->name, role);
-    if (!val_true(c->res, 0, 5))
+    if (!pub_missing && !val_true(c->res, 0, 5))
         return firn_err_set(c->err, FIRN_ERR_CONFIG,
                             "publication \"%s\" does not cover table \"%s.%s\"; run ALTER "
                             "PUBLICATION \"%s\" ADD TABLE \"%s\".\"%s\"",
@@ -218,12 +231,12 @@ firn_rc firn_pgo_stream_preflight(firn_pgo_stream *s,
         return firn_err_set(err, FIRN_ERR_INVALID, "preflight must run before streaming starts");
     chk c = {.s = s, .err = err};
     firn_buf_init(&c.q, 1 << 16);
-    bool upd_del = false;
+    bool upd_del = false, pub_missing = false;
     firn_rc rc = check_server(&c);
     rc = rc ? rc : check_slot(&c, slot_may_be_missing);
-    rc = rc ? rc : check_publications(&c, &upd_del);
+    rc = rc ? rc : check_publications(&c, &upd_del, &pub_missing);
     for (size_t i = 0; !rc && i < n_tables; i++)
-        rc = check_table(&c, &tables[i], upd_del, rep);
+        rc = check_table(&c, &tables[i], upd_del, pub_missing, rep);
     if (rc == FIRN_ERR_TOO_LARGE && err && err->code == FIRN_OK)
         rc = firn_err_set(err, rc, "preflight query is too long");
     PQclear(c.res);
