@@ -386,6 +386,25 @@ static bool resumable_copy(const firn__engine *e)
  * gone, and a copy in a fresh snapshot plus a replay from the slot would write the changes in
  * between twice to append-mode tables. Since nothing was read from the slot yet, drop it and
  * copy every table again in the snapshot of a new one (DESIGN.md "Exactly-once"). */
+/* Names the CDC tables whose copy is pending into out ("a, b, c and 2 more"); returns their
+ * count. */
+static size_t pending_copies(const firn__engine *e, char *out, size_t cap)
+{
+    size_t n = 0, used = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (!t->cdc || !t->needs_backfill)
+            continue;
+        if (n++ < 3 && used < cap)
+            used += (size_t)snprintf(out + used, cap - used, "%s%s", n > 1 ? ", " : "",
+                                     t->pg->qualified);
+    }
+    if (n > 3 && used < cap)
+        snprintf(out + used, cap - used, " and %zu more", n - 3);
+    return n;
+}
+
 static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
 {
     const char *slot = e->cfg->source.slot;
@@ -405,10 +424,12 @@ static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
         return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);
     snprintf(sql, sizeof(sql), "SELECT pg_drop_replication_slot('%s')", slot);
     FIRN_TRY(firn_pg_conn_exec(e->sql, sql, err));
+    char pending[256];
+    size_t n_pending = pending_copies(e, pending, sizeof(pending));
     FIRN_LOG(FIRN_LOG_INFO, "engine",
-             "dropped replication slot \"%s\" of an unfinished initial copy; copying every table "
-             "again in the snapshot of a new slot",
-             slot);
+             "dropped replication slot \"%s\": no change was read from it yet and %s still "
+             "need%s an initial copy; copying every CDC table again in the snapshot of a new slot",
+             slot, pending, n_pending == 1 ? "s" : "");
     for (size_t i = 0; i < e->n_tables; i++) {
         if (e->tables[i]->cdc)
             firn__table_restart_backfill(e->tables[i]);
