@@ -3,8 +3,11 @@
  * all import one exported snapshot, rows decoded from binary COPY straight into batches. */
 #include "pg_int.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define CHUNK_BYTES_DEFAULT ((size_t)64 << 20)
 #define BATCH_ROWS_DEFAULT  65536
@@ -14,6 +17,8 @@
 #define RETRIES_DEFAULT     3
 #define BYTES_CHECK_ROWS    256 /* firn_batch_bytes walks every column: check now and then */
 #define SNAPSHOT_NAME_MAX   64
+#define COPY_RCVLOWAT       (128 * 1024) /* bytes the socket gathers before waking the reader */
+#define COPY_POLL_MS        2            /* the longest a reader waits for a smaller tail */
 
 struct firn_pg_plan {
     size_t n_chunks;
@@ -412,15 +417,47 @@ static bool batch_full(worker *w)
            firn_batch_bytes(w->batch) >= w->r->batch_bytes;
 }
 
+/* Sets the socket's receive low-water mark (bytes); false when it cannot be set. */
+static bool set_rcvlowat(int fd, int bytes)
+{
+    return fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0;
+}
+
+/* The next CopyData message as PQgetCopyData returns it. A blocking PQgetCopyData sleeps in poll
+ * each time libpq's 16 KiB input buffer is drained, one wakeup per ~16 KiB; here the socket's
+ * low-water mark (lowat: set by the caller) lets the reader sleep until COPY_RCVLOWAT bytes are
+ * there, and a poll timeout of COPY_POLL_MS reads the smaller tail (CopyDone, CommandComplete,
+ * an error). Only for connections without TLS: libpq's own wait knows of decrypted bytes it holds
+ * (lowat false: the blocking call). */
+static int copy_next(PGconn *pq, bool lowat, char **buf)
+{
+    if (!lowat)
+        return PQgetCopyData(pq, buf, 0);
+    for (;;) {
+        int n = PQgetCopyData(pq, buf, 1);
+        if (n != 0)
+            return n;
+        if (!PQconsumeInput(pq))
+            return -2;
+        n = PQgetCopyData(pq, buf, 1);
+        if (n != 0)
+            return n;
+        struct pollfd p = {.fd = PQsocket(pq), .events = POLLIN};
+        if (p.fd < 0 || (poll(&p, 1, COPY_POLL_MS) < 0 && errno != EINTR))
+            return -2;
+    }
+}
+
 /* Reads the COPY data of the current statement; on a decode or callback error the rest of the
  * stream is cancelled and drained so the connection stays usable. */
 static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, firn_err *err)
 {
     PGconn *pq = firn_pg_conn_pq(w->conn);
     firn_rc rc = FIRN_OK;
+    bool lowat = !PQsslInUse(pq) && set_rcvlowat(PQsocket(pq), COPY_RCVLOWAT);
     for (;;) {
         char *buf = NULL;
-        int n = PQgetCopyData(pq, &buf, 0);
+        int n = copy_next(pq, lowat, &buf);
         if (n < 0)
             break;
         if (!rc && should_stop(w->r))
@@ -443,6 +480,8 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
         }
         PQfreemem(buf);
     }
+    if (lowat) /* libpq's blocking waits from here on must see every byte */
+        (void)set_rcvlowat(PQsocket(pq), 1);
     PGresult *res = NULL;
     bool server_failed = false;
     while ((res = PQgetResult(pq)) != NULL) {
