@@ -7,16 +7,67 @@
 
 #define MAX_LITERAL_GROUPS 63 /* keeps each literal header one byte, as parquet-java does */
 
-#define DEFINE_RLE(NAME, T)                                                                        \
-    static size_t NAME##_run(const T *v, size_t i, size_t n, size_t limit)                         \
+/* Length of the run of bytes equal to v[i] from i (at most limit), 8 bytes at a compare: the
+ * definition levels of a column without nulls are one run of page length. */
+static size_t rle_u8_run(const uint8_t *v, size_t i, size_t n, size_t limit)
+{
+    size_t end = n - i < limit ? n : i + limit, j = i + 1;
+    uint64_t pat = v[i] * 0x0101010101010101ull;
+    while (j + 8 <= end) {
+        uint64_t w;
+        memcpy(&w, v + j, 8);
+        if (w != pat)
+            break;
+        j += 8;
+    }
+    while (j < end && v[j] == v[i])
+        j++;
+    return j - i;
+}
+
+static size_t rle_u32_run(const uint32_t *v, size_t i, size_t n, size_t limit)
+{
+    size_t j = i + 1;
+    while (j < n && j - i < limit && v[j] == v[i])
+        j++;
+    return j - i;
+}
+
+/* Bit-packs 8 values of at most 16 bits (bw bytes out): two 64-bit words of 4 values each, one
+ * shift-or per value; false for wider values or a group past n (packed one at a time). */
+#define DEFINE_PACK8(NAME, T)                                                                      \
+    static bool NAME##_pack8(uint8_t *dst, const T *v, size_t i, size_t n, int bw)                 \
     {                                                                                              \
-        size_t j = i + 1;                                                                          \
-        while (j < n && j - i < limit && v[j] == v[i])                                             \
-            j++;                                                                                   \
-        return j - i;                                                                              \
-    }                                                                                              \
+        if (bw > 16 || n - i < 8)                                                                  \
+            return false;                                                                          \
+        const T *g = v + i;                                                                        \
+        uint64_t a = (uint64_t)g[0] | (uint64_t)g[1] << bw | (uint64_t)g[2] << 2 * bw |            \
+                     (uint64_t)g[3] << 3 * bw;                                                     \
+        uint64_t b = (uint64_t)g[4] | (uint64_t)g[5] << bw | (uint64_t)g[6] << 2 * bw |            \
+                     (uint64_t)g[7] << 3 * bw;                                                     \
+        int half = 4 * bw; /* bits of a and of b */                                                \
+        uint64_t lo = half == 64 ? a : a | b << half;                                              \
+        uint64_t hi = half == 64 ? b : b >> (64 - half);                                           \
+        if (bw <= 8) {                                                                             \
+            memcpy(dst, &lo, (size_t)bw);                                                          \
+        } else {                                                                                   \
+            memcpy(dst, &lo, 8);                                                                   \
+            memcpy(dst + 8, &hi, (size_t)bw - 8);                                                  \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+
+DEFINE_PACK8(rle_u8, uint8_t)
+DEFINE_PACK8(rle_u32, uint32_t)
+
+#define DEFINE_RLE(NAME, T)                                                                        \
     static void NAME##_pack(uint8_t *dst, const T *v, size_t i, size_t n, size_t count, int bw)    \
     {                                                                                              \
+        while (count >= 8 && NAME##_pack8(dst, v, i, n, bw)) {                                     \
+            dst += bw;                                                                             \
+            i += 8;                                                                                \
+            count -= 8;                                                                            \
+        }                                                                                          \
         uint64_t acc = 0;                                                                          \
         int bits = 0;                                                                              \
         for (size_t k = 0; k < count; k++) {                                                       \
