@@ -36,6 +36,7 @@ typedef struct stage_col {
     stage_kind kind;
     const firn_pg_type *type;
     size_t width;   /* bytes per staged fixed-width value */
+    size_t want;    /* length its send format must have, 0 for any */
     uint8_t *vals;  /* STAGE_ROWS values (zeros for nulls) */
     uint8_t *valid; /* STAGE_ROWS flags, nonzero = present; all 1 while nulls is 0 */
     size_t nulls;
@@ -101,6 +102,15 @@ static stage_kind kind_of(const firn_pg_type *t, size_t *width)
     return SK_GENERIC;
 }
 
+/* Length a fixed-size send format must have, 0 for others. */
+static size_t want_len(stage_kind k)
+{
+    static const size_t LEN[] = {
+        [SK_I16] = 2, [SK_I32] = 4, [SK_I64] = 8,  [SK_OID] = 4, [SK_BOOL] = 1,
+        [SK_F32] = 4, [SK_F64] = 8, [SK_DATE] = 4, [SK_TS] = 8};
+    return (size_t)k < sizeof(LEN) / sizeof(LEN[0]) ? LEN[k] : 0;
+}
+
 firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
 {
     firn__pg_stage *s = firn_calloc(1, sizeof(*s));
@@ -110,6 +120,7 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
         stage_col *c = &s->cols[i];
         c->type = t->columns[i].type;
         c->kind = kind_of(c->type, &c->width);
+        c->want = want_len(c->kind);
         c->valid = firn_malloc(STAGE_ROWS);
         memset(c->valid, 1, STAGE_ROWS);
         firn_buf_init(&c->bytes, (size_t)UINT32_MAX);
@@ -267,16 +278,9 @@ static firn_rc date_value(const stage_col *c, const uint8_t *p, int32_t *out, fi
     return FIRN_OK;
 }
 
-/* Length a fixed-size send format must have, 0 for others. */
-static size_t want_len(stage_kind k)
-{
-    static const size_t LEN[] = {
-        [SK_I16] = 2, [SK_I32] = 4, [SK_I64] = 8,  [SK_OID] = 4, [SK_BOOL] = 1,
-        [SK_F32] = 4, [SK_F64] = 8, [SK_DATE] = 4, [SK_TS] = 8};
-    return (size_t)k < sizeof(LEN) / sizeof(LEN[0]) ? LEN[k] : 0;
-}
-
-/* Decodes one present fixed-width value into slot r of c. */
+/* Decodes one present fixed-width value into slot r of c. Stores go through int32_t/int64_t
+ * pointers, not bytes: a byte store may alias anything, and the row loop would reload its
+ * state after each. */
 static firn_rc stage_fixed(stage_col *c,
                            size_t r,
                            const uint8_t *p,
@@ -284,52 +288,44 @@ static firn_rc stage_fixed(stage_col *c,
                            firn_pg_decode_stats *stats,
                            firn_err *err)
 {
-    uint8_t *slot = c->vals + r * c->width;
-    size_t want = want_len(c->kind);
-    if (want && len != want)
+    if (c->want && len != c->want)
         return firn__pg_bad_value(c->type, len, err, "wrong length");
-    int32_t v32 = 0;
-    int64_t v64 = 0;
+    int32_t *v32 = (int32_t *)(void *)c->vals;
+    int64_t *v64 = (int64_t *)(void *)c->vals;
     bool null = false;
     switch (c->kind) {
     case SK_I16:
-        v32 = (int16_t)firn__pg_be16(p);
-        memcpy(slot, &v32, 4);
+        v32[r] = (int16_t)firn__pg_be16(p);
         break;
     case SK_I32:
     case SK_F32:
-        v32 = (int32_t)firn__pg_be32(p);
-        memcpy(slot, &v32, 4);
+        v32[r] = (int32_t)firn__pg_be32(p);
         break;
     case SK_I64:
     case SK_F64:
-        v64 = (int64_t)firn__pg_be64(p);
-        memcpy(slot, &v64, 8);
+        v64[r] = (int64_t)firn__pg_be64(p);
         break;
     case SK_OID:
-        v64 = (int64_t)firn__pg_be32(p);
-        memcpy(slot, &v64, 8);
+        v64[r] = (int64_t)firn__pg_be32(p);
         break;
     case SK_BOOL:
-        slot[0] = p[0] != 0;
+        c->vals[r] = p[0] != 0;
         break;
     case SK_DATE:
-        FIRN_TRY(date_value(c, p, &v32, err));
-        memcpy(slot, &v32, 4);
+        FIRN_TRY(date_value(c, p, &v32[r], err));
         break;
     case SK_TS:
-        v64 = ts_value((int64_t)firn__pg_be64(p), stats);
-        memcpy(slot, &v64, 8);
+        v64[r] = ts_value((int64_t)firn__pg_be64(p), stats);
         break;
     case SK_DEC64:
-        FIRN_TRY(dec64(c, p, len, &v64, &null, stats, err));
-        memcpy(slot, &v64, 8);
+        FIRN_TRY(dec64(c, p, len, &v64[r], &null, stats, err));
         break;
     case SK_BYTES:
     case SK_GENERIC:
         return firn_err_set(err, FIRN_ERR_INTERNAL, "not a fixed-width staged column");
     }
-    if (null) {
+    if (null) { /* numeric NaN: a null, its slot zero as every null's */
+        v64[r] = 0;
         c->valid[r] = 0;
         c->nulls++;
     }
@@ -425,7 +421,8 @@ firn_rc firn__pg_stage_row(firn__pg_stage *s,
             return FIRN_OK;
     }
     firn_pg_decode_stats before = *stats;
-    for (; i < s->table->n_columns; i++) {
+    const size_t n_columns = s->table->n_columns; /* locals: value stores cannot alias them */
+    for (; i < n_columns; i++) {
         if (len - pos < 4)
             goto incomplete;
         int32_t n = (int32_t)firn__pg_be32(p + pos);
@@ -434,17 +431,16 @@ firn_rc firn__pg_stage_row(firn__pg_stage *s,
             firn__pg_stage_clear(s);
             return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
         }
-        if (n > 0 && len - pos < (size_t)n)
+        size_t vlen = n == -1 ? 0 : (size_t)n;
+        if (len - pos < vlen)
             goto incomplete;
-        const uint8_t *v = n == -1 ? NULL : p + pos;
-        firn_rc rc = stage_value(s, i, r, v, n == -1 ? 0 : (size_t)n, stats, err);
+        firn_rc rc = stage_value(s, i, r, n == -1 ? NULL : p + pos, vlen, stats, err);
         if (rc) {
             firn_err_context(err, "while decoding column \"%s\"", s->table->columns[i].name);
             firn__pg_stage_clear(s); /* the side batch may hold part of this row */
             return rc;
         }
-        if (n > 0)
-            pos += (size_t)n;
+        pos += vlen;
     }
     s->rows++;
     *used = pos;
