@@ -71,7 +71,9 @@ load(const cli_cmd *cmd, const cli_opts *o, const firn_config_paths *paths, firn
 /* Exit code of a failed engine call. */
 static int engine_failure(firn_rc rc, const firn_err *err)
 {
-    if (rc == FIRN_ERR_CANCELLED || stop_signal) {
+    /* A stream stopped at a schema change (FIRN_ERR_SCHEMA) keeps its exit code when a signal
+     * then ends the run: the run did not do all it was asked. */
+    if (rc == FIRN_ERR_CANCELLED || (stop_signal && rc != FIRN_ERR_SCHEMA)) {
         if (err->msg[0] && rc != FIRN_ERR_CANCELLED)
             firn__cli_error("%s", err->msg);
         return stop_signal == SIGINT ? CLI_EXIT_INTERRUPTED

@@ -28,6 +28,8 @@ typedef struct rel_map {
     firn__table *table; /* NULL: not synced (changes ignored) */
     bool stale;         /* describes changes made before a DEFAULT column the table was copied
                            for in this run was added: the copy holds them (skipped) */
+    bool mismatch;      /* differs from the table, read in a transaction the table holds: its
+                           changes may not be written */
     int32_t *batch_col; /* per relation column: batch column, or -1 */
     uint16_t n_cols;
 } rel_map;
@@ -48,6 +50,7 @@ typedef struct cdc {
     uint64_t txn_commit_lsn;
     int64_t txn_commit_us;
     firn_buf scratch;
+    firn_err halt; /* the first stream stopped at a schema change (code 0: none) */
 } cdc;
 
 static firn__table *table_named(firn__engine *e, const char *ns, const char *name)
@@ -109,6 +112,24 @@ static bool text_decodes_as(uint32_t from, uint32_t to)
     }
 }
 
+/* True when column col of a Relation message has a type the table's column (of source type
+ * `have`) has not taken: another type whose text does not decode as `have`, or a numeric whose
+ * values a decimal column of `have`'s precision and scale cannot hold (numeric(10,2) ->
+ * numeric(14,2)). Other modifiers (varchar(n), timestamp(p)) change no stored type. */
+static bool retyped(const firn_pgo_relcol *col, const firn_pg_type *have)
+{
+    enum { NUMERIC = 1700, VARHDRSZ = 4 };
+    if (col->type_oid != have->oid)
+        return !text_decodes_as(col->type_oid, have->oid);
+    if (col->type_oid != NUMERIC || col->typmod == have->typmod ||
+        have->kind != FIRN_PG_KIND_DECIMAL)
+        return false;
+    if (col->typmod < VARHDRSZ)
+        return true; /* unbounded numeric */
+    int32_t p = ((col->typmod - VARHDRSZ) >> 16) & 0xffff, s = (col->typmod - VARHDRSZ) & 0xffff;
+    return p > have->precision || s != have->scale;
+}
+
 /* True when the table keeps a column the source no longer has (dropped since; DESIGN.md
  * "Schema evolution"): its values in changes from before the drop are not written. */
 static bool dropped_column(const firn__table *t, const char *name)
@@ -121,11 +142,251 @@ static bool dropped_column(const firn__table *t, const char *name)
     return false;
 }
 
-/* A Relation message: (re)build the column map. A column the table does not know, or a type
- * change the table has not taken, stops the stream with an error naming it (the next run
- * evolves the table schema from the source before streaming). Relation messages of changes made
- * before the schema this run started with are mapped too: a dropped column is skipped, a
- * widened one decodes as its new type. */
+/* A required column of the table a Relation message lacks (dropped from the source while
+ * streaming: null from then on, so it becomes optional), or -1. */
+static int32_t dropped_required(const rel_map *m, const firn_pgo_rel *rel)
+{
+    const firn__table *t = m->table;
+    for (size_t k = 0; k < t->pg->n_columns; k++) {
+        if (!t->schema->children[k]->required)
+            continue;
+        bool has = false;
+        for (uint16_t i = 0; i < rel->n_cols && !has; i++)
+            has = m->batch_col[i] == (int32_t)k;
+        if (!has)
+            return (int32_t)k;
+    }
+    return -1;
+}
+
+/* Maps the columns of a Relation message onto the table's source description. *changed: a
+ * column the table does not know, or a type it has not taken (an ALTER made while streaming). A
+ * column the table kept after the source dropped it before this run is skipped; one added and
+ * dropped again is too (never part of the table). */
+static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, firn_err *err)
+{
+    *changed = false;
+    for (uint16_t i = 0; i < rel->n_cols; i++) {
+        int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
+        m->batch_col[i] = idx;
+        if (idx < 0 && dropped_column(m->table, rel->cols[i].name))
+            continue;
+        bool exists = true;
+        if (idx < 0)
+            FIRN_TRY(firn__table_column_matches(m->table, rel->cols[i].name, "NOT attisdropped",
+                                                &exists, err));
+        if (idx < 0 && !exists) {
+            FIRN_LOG(FIRN_LOG_DEBUG, "engine",
+                     "column \"%s\" of \"%s.%s\" no longer exists: skipped", rel->cols[i].name,
+                     rel->nspname, rel->relname);
+            continue;
+        }
+        if (idx < 0 || retyped(&rel->cols[i], m->table->pg->columns[idx].type))
+            *changed = true;
+    }
+    *changed |= dropped_required(m, rel) >= 0;
+    return FIRN_OK;
+}
+
+/* The whole run stops at a schema change firn takes only at the start of a run. */
+static firn_rc
+stop_run(const firn_pgo_rel *rel, const char *col, const char *why, firn__table *t, firn_err *err)
+{
+    return firn_err_set(err, FIRN_ERR_SCHEMA,
+                        "column \"%s\" of source table \"%s.%s\" %s while streaming; run firn "
+                        "sync again to evolve table \"%s\"",
+                        col, rel->nspname, rel->relname, why, t->display);
+}
+
+/* One column change of a Relation message the table takes in-stream. */
+typedef struct col_change {
+    int32_t idx; /* source column retyped, or -1: added */
+    const char *name;
+    firn_pg_type *type;
+    firn_field *field; /* retyped: the new field */
+} col_change;
+
+static void changes_free(col_change *ch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        firn_pg_type_free(ch[i].type);
+        firn_field_free(ch[i].field);
+    }
+    firn_free(ch);
+}
+
+static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err);
+
+/* Stops t's stream at an incompatible type change: what it buffered from before is committed,
+ * its later changes are skipped, and the slot is not confirmed past the transaction before
+ * this one, so the next run reads the change again (DESIGN.md "Schema evolution"). */
+static firn_rc halt_table(cdc *c, firn__table *t, firn_err *why, firn_err *err)
+{
+    if (firn_batch_rows(t->buf) > 0)
+        FIRN_TRY(flush_table(c, t, err));
+    t->halted = true;
+    t->halt_lsn = c->last_end_lsn;
+    FIRN_LOG(FIRN_LOG_ERROR, "engine", "%s", why->msg);
+    if (!c->halt.code)
+        c->halt = *why;
+    return FIRN_OK;
+}
+
+/* Resolves the new type of a column a Relation message retypes and checks the table can take
+ * it: *out is the change, or NULL after halting the table's stream. */
+static firn_rc plan_retype(cdc *c,
+                           firn__table *t,
+                           const firn_pgo_rel *rel,
+                           const firn_pgo_relcol *rc,
+                           int32_t idx,
+                           col_change *out,
+                           bool *halted,
+                           firn_err *err)
+{
+    firn_pg_type *type = NULL;
+    FIRN_TRY(firn_pg_type_resolve(c->e->sql, rc->type_oid, rc->typmod, 0, &type, err));
+    int32_t next = 1 << 30;
+    firn_field *f = firn_pg_type_field(type, 0, rc->name, false, &next);
+    const firn_field *old = t->schema->children[idx];
+    bool nest = f->type == FIRN_TYPE_STRUCT || f->type == FIRN_TYPE_LIST ||
+                f->type == FIRN_TYPE_MAP || old->n_children > 0;
+    if (nest || !firn_type_can_promote(old, f)) {
+        firn_err why = {0};
+        (void)firn__table_incompatible(t, rc->name, old, type->name, f, &why);
+        firn_pg_type_free(type);
+        firn_field_free(f);
+        *halted = true;
+        return halt_table(c, t, &why, err);
+    }
+    for (size_t k = 0; k < t->n_key; k++) {
+        if (t->key_cols[k] == (uint32_t)idx) { /* the key index holds the old encoding */
+            firn_pg_type_free(type);
+            firn_field_free(f);
+            return stop_run(rel, rc->name, "changed type", t, err);
+        }
+    }
+    *out = (col_change){idx, rc->name, type, f};
+    return FIRN_OK;
+}
+
+/* pg_attribute.attndims of source column `name` of t, 0 when unknown. */
+static firn_rc
+column_ndims(cdc *c, const firn__table *t, const char *name, int32_t *out, firn_err *err)
+{
+    *out = 0;
+    PGconn *pq = firn_pg_conn_pq(c->e->sql);
+    const char *params[2] = {t->pg->qualified, name};
+    PGresult *r = PQexecParams(pq,
+                               "SELECT attndims FROM pg_attribute WHERE attrelid = $1::regclass "
+                               "AND attname = $2 AND attnum > 0 AND NOT attisdropped",
+                               2, NULL, params, NULL, NULL, 0);
+    firn_rc rc = FIRN_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up column \"%s\" of %s: %s", name,
+                          t->pg->qualified, PQerrorMessage(pq));
+    else if (PQntuples(r) > 0)
+        rc = firn_parse_i32(PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), out, err);
+    PQclear(r);
+    return rc;
+}
+
+/* A column a Relation message adds: taken in-stream, except one with a DEFAULT of a table
+ * with rows that can be copied again (full_refresh_cdc): PostgreSQL gave the rows already there
+ * the default without a change in the WAL, so the run stops and the next one copies the table
+ * (docs/cdc.md "Schema changes"); and a column of a table keyed by every column. */
+static firn_rc plan_add(cdc *c,
+                        firn__table *t,
+                        const firn_pgo_rel *rel,
+                        const firn_pgo_relcol *rc,
+                        col_change *out,
+                        firn_err *err)
+{
+    bool has_default = false;
+    FIRN_TRY(
+        firn__table_column_matches(t, rc->name, "atthasdef OR atthasmissing", &has_default, err));
+    if (has_default && firn_table_metadata_current_snapshot(t->cat.metadata) &&
+        t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC)
+        return firn_err_set(err, FIRN_ERR_SCHEMA,
+                            "column \"%s\" was added to source table \"%s.%s\" with a DEFAULT "
+                            "while streaming, which PostgreSQL gives the existing rows without a "
+                            "change in the WAL; run firn sync again: it copies table \"%s\" "
+                            "again with the column",
+                            rc->name, rel->nspname, rel->relname, t->display);
+    if (t->upsert && t->pg->n_key == 0)
+        return stop_run(rel, rc->name, "was added", t, err);
+    if (has_default)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "column \"%s\" was added to source table %s with a DEFAULT: rows of table \"%s\" "
+                 "from before stay null there until they change (sync mode %s cannot copy the "
+                 "table again)",
+                 rc->name, t->pg->qualified, t->display, firn_sync_mode_name(t->stream->sync_mode));
+    int32_t ndims = 0;
+    FIRN_TRY(column_ndims(c, t, rc->name, &ndims, err));
+    firn_pg_type *type = NULL;
+    FIRN_TRY(firn_pg_type_resolve(c->e->sql, rc->type_oid, rc->typmod, ndims, &type, err));
+    *out = (col_change){-1, rc->name, type, NULL};
+    return FIRN_OK;
+}
+
+/* A Relation message that adds columns or widens types while streaming: the table commits
+ * what it buffered (rows of the old description, in parts when inside a transaction), evolves
+ * its schema through the catalog and rebuilds its buffer; the map is built again. A type the
+ * table cannot take stops this table's stream only (halt_table). */
+static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err *err)
+{
+    firn__table *t = m->table;
+    col_change *ch = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(*ch));
+    size_t n = 0;
+    bool halted = false;
+    firn_rc rc = FIRN_OK;
+    for (uint16_t i = 0; rc == FIRN_OK && !halted && i < rel->n_cols; i++) {
+        const firn_pgo_relcol *col = &rel->cols[i];
+        int32_t idx = m->batch_col[i];
+        if (idx < 0 && !dropped_column(t, col->name)) {
+            bool exists = true;
+            rc = firn__table_column_matches(t, col->name, "NOT attisdropped", &exists, err);
+            if (rc == FIRN_OK && exists)
+                rc = plan_add(c, t, rel, col, &ch[n++], err);
+        } else if (idx >= 0 && retyped(col, t->pg->columns[idx].type)) {
+            rc = plan_retype(c, t, rel, col, idx, &ch[n], &halted, err);
+            n += rc == FIRN_OK && !halted;
+        }
+    }
+    int32_t relax = rc == FIRN_OK && !halted ? dropped_required(m, rel) : -1;
+    bool relaxed = false;
+    if (relax >= 0 && t->upsert && t->pg->n_key == 0)
+        rc = stop_run(rel, t->pg->columns[relax].name, "was dropped", t, err);
+    if (rc == FIRN_OK && !halted && firn_batch_rows(t->buf) > 0)
+        rc = flush_table(c, t, err); /* rows of the old description */
+    for (; rc == FIRN_OK && relax >= 0; relax = dropped_required(m, rel)) {
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": column \"%s\" dropped from the source while streaming: null "
+                 "from now on",
+                 t->display, t->pg->columns[relax].name);
+        t->schema->children[relax]->required = false;
+        relaxed = true;
+    }
+    for (size_t k = 0; rc == FIRN_OK && !halted && k < n; k++) {
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": column \"%s\" %s %s while streaming",
+                 t->display, ch[k].name, ch[k].idx < 0 ? "added as" : "now", ch[k].type->name);
+        if (ch[k].idx < 0)
+            firn__table_column_add(t, ch[k].name, ch[k].type);
+        else
+            firn__table_column_retype(t, (size_t)ch[k].idx, ch[k].type, ch[k].field);
+        ch[k].type = NULL;
+        ch[k].field = NULL;
+    }
+    if (rc == FIRN_OK && !halted && (n > 0 || relaxed))
+        rc = firn__table_schema_apply(t, err);
+    changes_free(ch, n);
+    return rc;
+}
+
+/* A Relation message: (re)build the column map, taking an added column or a widened type into
+ * the table first (evolve_live). Relation messages of changes made before the schema this run
+ * started with are mapped too: a dropped column is skipped, a widened one decodes as its new
+ * type; those of changes the table already holds (a table copied again after an incompatible
+ * change) are not evolved: the changes are skipped (m->mismatch). */
 static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
     const firn_pgo_rel *rel = ev->rel;
@@ -141,45 +402,35 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
     m->table = table_named(c->e, rel->nspname, rel->relname);
     m->n_cols = rel->n_cols;
     m->batch_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
+    m->mismatch = false;
     if (!m->table)
         return FIRN_OK;
+    firn__table *t = m->table;
     m->stale = false;
-    for (size_t k = 0; m->table->copied && k < m->table->default_added.count; k++) {
+    for (size_t k = 0; t->copied && k < t->default_added.count; k++) {
         bool has = false;
         for (uint16_t i = 0; i < rel->n_cols && !has; i++)
-            has = strcmp(rel->cols[i].name, m->table->default_added.items[k]) == 0;
+            has = strcmp(rel->cols[i].name, t->default_added.items[k]) == 0;
         m->stale |= !has;
     }
-    for (uint16_t i = 0; i < rel->n_cols; i++) {
-        int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
-        m->batch_col[i] = idx;
-        if (idx < 0 && dropped_column(m->table, rel->cols[i].name))
-            continue;
-        bool exists = true;
-        if (idx < 0)
-            FIRN_TRY(firn__table_column_matches(m->table, rel->cols[i].name, "NOT attisdropped",
-                                                &exists, err));
-        if (idx < 0 && !exists) {
-            /* Added and dropped again before this run: never part of the table. */
-            FIRN_LOG(FIRN_LOG_DEBUG, "engine",
-                     "column \"%s\" of \"%s.%s\" no longer exists: skipped", rel->cols[i].name,
-                     rel->nspname, rel->relname);
-            continue;
-        }
-        if (idx < 0)
-            return firn_err_set(err, FIRN_ERR_SCHEMA,
-                                "column \"%s\" was added to source table \"%s.%s\" while "
-                                "streaming; run firn sync again to add it to table \"%s\"",
-                                rel->cols[i].name, rel->nspname, rel->relname, m->table->display);
-        if (!text_decodes_as(rel->cols[i].type_oid, m->table->pg->columns[idx].type->oid))
-            return firn_err_set(err, FIRN_ERR_SCHEMA,
-                                "type of column \"%s\" of source table \"%s.%s\" changed while "
-                                "streaming; run firn sync again to evolve table \"%s\"",
-                                rel->cols[i].name, rel->nspname, rel->relname, m->table->display);
+    bool changed = false;
+    FIRN_TRY(map_columns(m, rel, &changed, err));
+    if (!changed || t->halted)
+        return FIRN_OK;
+    if (c->in_txn && c->txn_commit_lsn <= t->committed_lsn) {
+        m->mismatch = true;
+        return FIRN_OK;
     }
+    FIRN_TRY(evolve_live(c, m, rel, err));
+    if (t->halted)
+        return FIRN_OK;
+    FIRN_TRY(map_columns(m, rel, &changed, err));
+    if (changed)
+        return firn_err_set(err, FIRN_ERR_INTERNAL,
+                            "relation \"%s.%s\" still differs from table \"%s\" after evolution",
+                            rel->nspname, rel->relname, t->display);
     return FIRN_OK;
 }
-
 static firn_rc decode_value(firn__table *t,
                             const firn_pg_column *pc,
                             const firn_pgo_col *col,
@@ -419,8 +670,15 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
         return FIRN_OK; /* already in the table (exactly-once on restart) */
     if (part_committed(c, t))
         return FIRN_OK; /* committed by an earlier part of this transaction */
-    if (m->stale)
-        return FIRN_OK; /* older than this run's copy of the table, which holds it */
+    if (m->stale || t->halted)
+        return FIRN_OK; /* older than this run's copy of the table, which holds it; or its
+                           stream stopped at a schema change (read again by the next run) */
+    if (m->mismatch)
+        return firn_err_set(err, FIRN_ERR_SCHEMA,
+                            "a change of table %s at LSN %X/%X is described by columns that "
+                            "differ from table \"%s\"; run firn sync again",
+                            t->pg->qualified, (unsigned)(c->txn_commit_lsn >> 32),
+                            (unsigned)c->txn_commit_lsn, t->display);
     firn__fault_point("mid-txn");
     if (firn_batch_rows(t->buf) == 0)
         t->hold_lsn = c->last_end_lsn; /* this table now holds back the acknowledgement */
@@ -465,6 +723,8 @@ static firn_rc acknowledge(cdc *c, firn_err *err)
         const firn__table *t = e->tables[i];
         if (t->cdc && firn_batch_rows(t->buf) && t->hold_lsn < ack)
             ack = t->hold_lsn;
+        if (t->cdc && t->halted && t->halt_lsn < ack)
+            ack = t->halt_lsn;
     }
     firn__fault_point("before-ack");
     if (ack > c->flushed_end_lsn) {
@@ -776,6 +1036,15 @@ static firn_rc stop_mid_txn(cdc *c, firn_err *err)
     return acknowledge(c, err);
 }
 
+static bool all_halted(const firn__engine *e)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (e->tables[i]->cdc && !e->tables[i]->halted)
+            return false;
+    }
+    return true;
+}
+
 static bool stop_requested(const firn__engine *e)
 {
     return e->opts && e->opts->stop && *e->opts->stop;
@@ -821,6 +1090,8 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
             if (rc == FIRN_OK && !follow && ev.type == FIRN_PGO_COMMIT &&
                 c.last_end_lsn >= c.target_lsn)
                 break;
+            if (rc == FIRN_OK && ev.type == FIRN_PGO_COMMIT && all_halted(e))
+                break; /* nothing left to stream */
             continue;
         }
         /* Idle: commit what waits when the interval passed; a catch-up run ends here. */
@@ -834,6 +1105,10 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
     }
     if (rc == FIRN_OK)
         rc = flush_all(&c, err);
+    if ((rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) && c.halt.code) {
+        *err = c.halt; /* the run reports the stream it stopped (exit code 3) */
+        rc = c.halt.code;
+    }
     for (size_t i = 0; i < c.n_rels; i++)
         firn_free(c.rels[i].batch_col);
     firn_free(c.rels);

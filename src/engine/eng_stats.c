@@ -83,6 +83,9 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
             json_object_set_new(o, "holds_acknowledgement_at", lsn_json(t->hold_lsn));
     }
     json_object_set_new(o, "committed_lsn", lsn_json(t->committed_lsn));
+    /* stopped at a schema change the table cannot take: the slot keeps the changes from here */
+    if (t->halted)
+        json_object_set_new(o, "stopped_at_schema_change", lsn_json(t->halt_lsn ? t->halt_lsn : 1));
     const firn_stream_state *st =
         firn_state_stream(&e->state, t->stream->namespace, t->stream->name, false);
     json_object_set_new(o, "last_commit_at", time_json(st ? st->last_commit_us : 0));

@@ -279,13 +279,49 @@ static firn_rc note_defaults_added(firn__table *t, const firn_field *cur, firn_e
     return FIRN_OK;
 }
 
-/* Brings the table schema in step with the source: new columns, promotions (DESIGN.md
- * "Schema evolution"). */
-static firn_rc evolve_schema(firn__table *t, firn_err *err)
+firn_rc firn__table_incompatible(const firn__table *t,
+                                 const char *column,
+                                 const firn_field *from,
+                                 const char *to_name,
+                                 const firn_field *to,
+                                 firn_err *err)
+{
+    char a[48], b[48];
+    firn_type_format(from, a, sizeof(a));
+    firn_type_format(to, b, sizeof(b));
+    /* FIRN_ERR_MSG_MAX is 256: short enough for long names to keep the remedy. */
+    return firn_err_set(err, FIRN_ERR_SCHEMA,
+                        "column \"%s\" of \"%s.%s\" changed type to %s (Iceberg %s -> %s is not a "
+                        "promotion): stream stopped, the slot keeps its changes; drop table \"%s\" "
+                        "and run firn sync to copy it again",
+                        column, t->pg->schema_name, t->pg->name, to_name, a, b, t->display);
+}
+
+static bool nested(const firn_field *f)
+{
+    return f->type == FIRN_TYPE_STRUCT || f->type == FIRN_TYPE_LIST || f->type == FIRN_TYPE_MAP;
+}
+
+/* A source column whose type the table cannot take: the same line as in-stream (eng_cdc.c),
+ * instead of firn_schema_evolve's bare one. */
+static firn_rc check_promotions(const firn__table *t, const firn_field *cur, firn_err *err)
+{
+    for (size_t i = 0; i < t->pg->n_columns && i < t->schema->n_children; i++) {
+        const firn_field *f = t->schema->children[i];
+        const firn_field *c = child_named(cur, f->name);
+        if (!c || c->meta || nested(c) || nested(f) || firn_type_can_promote(c, f))
+            continue;
+        return firn__table_incompatible(t, f->name, c, t->pg->columns[i].type->name, f, err);
+    }
+    return FIRN_OK;
+}
+
+/* Commits t->schema's columns the table lacks and its promotions as a new current schema. */
+static firn_rc commit_schema(firn__table *t, firn_err *err)
 {
     const firn_table_metadata *md = t->cat.metadata;
     const firn_schema *cur = firn_table_metadata_schema(md);
-    FIRN_TRY(note_defaults_added(t, cur->root, err));
+    FIRN_TRY(check_promotions(t, cur->root, err));
     int32_t last = md->last_column_id;
     firn_schema *next = NULL;
     bool changed = false;
@@ -314,6 +350,14 @@ static firn_rc evolve_schema(firn__table *t, firn_err *err)
     return rc;
 }
 
+/* Brings the table schema in step with the source: new columns, promotions (DESIGN.md
+ * "Schema evolution"). */
+static firn_rc evolve_schema(firn__table *t, firn_err *err)
+{
+    FIRN_TRY(note_defaults_added(t, firn_table_metadata_schema(t->cat.metadata)->root, err));
+    return commit_schema(t, err);
+}
+
 /* Gives the batch schema the table's ids; table columns the source lacks become always-null
  * columns of the batch. */
 static firn_rc align_schema(firn__table *t, firn_err *err)
@@ -336,6 +380,54 @@ static firn_rc align_schema(firn__table *t, firn_err *err)
         c->meta = FIRN_META_NULL;
         firn_field_add(t->schema, c);
     }
+    return FIRN_OK;
+}
+
+void firn__table_column_add(firn__table *t, const char *name, firn_pg_type *type)
+{
+    firn_pg_table *pg = t->pg;
+    size_t n = pg->n_columns;
+    pg->columns = firn_reallocarray(pg->columns, n + 1, sizeof(*pg->columns));
+    firn_pg_column *pc = &pg->columns[n];
+    memset(pc, 0, sizeof(*pc));
+    pc->name = firn_strdup(name);
+    pc->type = type;
+    pg->n_columns = n + 1;
+    /* Provisional ids past every one in use: firn_schema_evolve gives the column its table
+     * ids (matching by name) and align_ids copies them back. */
+    int32_t id = pg->last_field_id + 1000;
+    int32_t next = id + 1;
+    firn_field *f = firn_pg_type_field(type, id, name, false, &next);
+    pg->last_field_id = next;
+    /* The source's columns come first in the batch schema (batch column i is source column i),
+     * then the metadata columns and the ones the source dropped. */
+    firn_field_add(t->schema, f);
+    firn_field **ch = t->schema->children;
+    memmove(&ch[n + 1], &ch[n], (t->schema->n_children - 1 - n) * sizeof(*ch));
+    ch[n] = f;
+}
+
+void firn__table_column_retype(firn__table *t, size_t idx, firn_pg_type *type, firn_field *field)
+{
+    firn_pg_column *pc = &t->pg->columns[idx];
+    firn_pg_type_free(pc->type);
+    pc->type = type;
+    firn_field *old = t->schema->children[idx];
+    field->id = old->id;
+    field->required = old->required;
+    t->schema->children[idx] = field;
+    firn_field_free(old);
+}
+
+firn_rc firn__table_schema_apply(firn__table *t, firn_err *err)
+{
+    FIRN_ASSERT(firn_batch_rows(t->buf) == 0);
+    FIRN_TRY(commit_schema(t, err));
+    FIRN_TRY(align_schema(t, err));
+    for (size_t i = 0; i < t->pg->n_columns; i++)
+        t->pg->columns[i].field_id = t->schema->children[i]->id;
+    firn_batch_free(t->buf);
+    t->buf = firn_batch_new(t->schema);
     return FIRN_OK;
 }
 

@@ -408,6 +408,9 @@ typedef struct firn__table {
     uint64_t part_lsn;     /* commit LSN of a transaction committed in parts (0: none), and */
     uint64_t part_changes; /* how many of its changes of this table are committed */
     uint64_t txn_changes;  /* CDC: changes of this table in the transaction being read */
+    bool halted;           /* CDC: stopped at a schema change the table cannot take; its changes
+                              are skipped and the slot is not confirmed past halt_lsn */
+    uint64_t halt_lsn;
 } firn__table;
 
 struct firn__engine {
@@ -452,6 +455,26 @@ void firn__table_deinit(firn__table *t);
  * naming the column when it fails. */
 firn_rc firn__table_column_matches(
     const firn__table *t, const char *name, const char *cond, bool *out, firn_err *err);
+/** Sets err to the one line that names a type change of source column `column` table t cannot
+ * take (from: the table's Iceberg type; to: the source's new type name and its Iceberg field)
+ * with the remedy (docs/cdc.md "Schema changes"). Returns FIRN_ERR_SCHEMA. */
+firn_rc firn__table_incompatible(const firn__table *t,
+                                 const char *column,
+                                 const firn_field *from,
+                                 const char *to_name,
+                                 const firn_field *to,
+                                 firn_err *err);
+/** In-stream schema change (eng_cdc.c): appends source column `name` of type `type` (owned by
+ * the table from then on) to t's source description and batch schema. Nothing is committed
+ * until firn__table_schema_apply. */
+void firn__table_column_add(firn__table *t, const char *name, firn_pg_type *type);
+/** In-stream schema change: column idx of t's source description takes `type` (owned by the
+ * table from then on), whose field `field` (owned too) the caller checked the table can take. */
+void firn__table_column_retype(firn__table *t, size_t idx, firn_pg_type *type, firn_field *field);
+/** After firn__table_column_add/_retype with an empty buffer: commits the evolved schema
+ * through the catalog (a new schema id, new field ids after last-column-id: DESIGN.md "Schema
+ * evolution"), gives the batch schema the table's ids and makes a new buffer for it. */
+firn_rc firn__table_schema_apply(firn__table *t, firn_err *err);
 
 /** One file of the table's FileIO as firn_pq_reader_open's ranged source: io and path are
  * borrowed and must outlive the reader. */

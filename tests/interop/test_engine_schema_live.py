@@ -1,0 +1,165 @@
+"""Schema changes while `firn sync --follow` streams (issue 6: "A Relation message that differs
+from the known columns becomes a schema-change event, applied before the rows that need it").
+
+ADD COLUMN, int -> bigint, varchar(n) -> text, numeric(p,s) widened and DROP COLUMN are taken in
+the same run, which does not exit: the Iceberg schema gets the new column with a fresh field id
+and the widened types, and the table equals the source (pyiceberg and DuckDB). A type change
+the table cannot take (int -> text) stops that stream only: the other one keeps streaming, the
+run exits 3 when stopped with one line naming the table, the column, the types and the remedy;
+the next run says the same; dropping the Iceberg table copies it again."""
+from __future__ import annotations
+
+import json
+import pytest
+
+from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
+                      source_rows, stop_process, wait_for)
+
+NS = "e2e"
+
+
+def compare(fe: FirnEnv, conn, duck, table: str, skip: tuple[str, ...] = ()) -> None:
+    """The Iceberg table equals the source table on the source's columns (pyiceberg, DuckDB)."""
+    ice = fe.catalog().load_table(f"{NS}.{table}")
+    schema = ice.schema()
+    names = [f.name for f in schema.fields if f.name not in META_COLUMNS and f.name not in skip]
+    expected = sorted(source_rows(conn, table, schema, names), key=repr)
+    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
+                          ("duckdb", fe.duckdb_arrow(duck, table))):
+        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
+        actual = sorted(arrow_rows(arrow, names), key=repr)
+        diff = diff_rows(want, actual, key=0, names=names)
+        assert not diff, f"{reader} reads {table} differently from the source:\n{diff}"
+        assert rows_hash(actual) == rows_hash(want)
+
+
+def iceberg_ids(fe: FirnEnv, table: str) -> list[int]:
+    return sorted(fe.catalog().load_table(f"{NS}.{table}").scan(
+        selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def source_ids(conn, table: str) -> list[int]:
+    return [r[0] for r in conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()]
+
+
+def stream_stats(fe: FirnEnv, table: str) -> dict:
+    doc = json.loads((fe.root / "stats.json").read_text())
+    return next(s for s in doc["streams"] if s["table"] == table)
+
+
+def follow(fe: FirnEnv):
+    proc = fe.start_follow()
+    wait_for(lambda: b"replication connection open" in (fe.root / "follow.log").read_bytes(),
+             60, what="firn to stream")
+    return proc
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_path, version):
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE s (id int PRIMARY KEY, n int, v varchar(10), "
+                     "d numeric(10,2), gone text NOT NULL DEFAULT 'g'); "
+                     "INSERT INTO s SELECT g, g, 'v' || g, g / 4.0, 'old' FROM "
+                     "generate_series(1, 10) g; "
+                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["s", "o"], interval_s=0.2, destination={"format_version": version})
+        fe.sync()
+        before = fe.catalog().load_table(f"{NS}.s")
+        last_id = before.metadata.last_column_id
+        schema_id = before.schema().schema_id
+        proc = follow(fe)
+        # Rows with the old columns staged in the same buffer (and the same transaction) as the
+        # ALTER and the rows using the new column.
+        with conn.transaction():
+            conn.execute("INSERT INTO s VALUES (11, 11, 'pre', 1.5, 'x')")
+            conn.execute("UPDATE s SET v = 'upd' WHERE id = 2")
+            conn.execute("ALTER TABLE s ADD COLUMN extra int")
+            conn.execute("INSERT INTO s VALUES (12, 12, 'post', 2.5, 'y', 7)")
+        conn.execute("UPDATE s SET extra = id * 10 WHERE id < 4")
+        conn.execute("UPDATE o SET v = 'o2'")
+        conn.execute("ALTER TABLE s ALTER COLUMN n TYPE bigint")
+        conn.execute("INSERT INTO s VALUES (13, 1099511627776, 'big', 3.5, 'z', 8)")
+        conn.execute("ALTER TABLE s ALTER COLUMN v TYPE text")
+        conn.execute("INSERT INTO s VALUES (14, 14, repeat('long', 10), 4.5, 'w', 9)")
+        conn.execute("ALTER TABLE s ALTER COLUMN d TYPE numeric(14,2)")
+        conn.execute("INSERT INTO s VALUES (15, 15, 'wide', 123456789012.25, 'u', 10)")
+        conn.execute("ALTER TABLE s DROP COLUMN gone")
+        conn.execute("INSERT INTO s VALUES (16, 16, 'dropped', 5.5, 11)")
+        conn.execute("UPDATE s SET v = 'after drop' WHERE id = 3")
+        conn.execute("INSERT INTO o VALUES (2, 'o-last')")
+        wait_for(lambda: iceberg_ids(fe, "o") == [1, 2] and 16 in iceberg_ids(fe, "s"), 60,
+                 what="the changes after the ALTERs to be committed")
+        log = (fe.root / "follow.log").read_text()
+        assert proc.poll() is None, log[-3000:]
+        assert stop_process(proc) == 0, (fe.root / "follow.log").read_text()[-3000:]
+        log = (fe.root / "follow.log").read_text()
+        assert 'column \\"extra\\" added as integer while streaming' in log, log[-3000:]
+
+        ice = fe.catalog().load_table(f"{NS}.s")
+        fields = {f.name: f for f in ice.schema().fields}
+        assert ice.schema().schema_id > schema_id
+        assert fields["extra"].field_id > last_id
+        assert ice.metadata.last_column_id == fields["extra"].field_id
+        assert str(fields["n"].field_type) == "long"
+        assert str(fields["v"].field_type) == "string"
+        assert str(fields["d"].field_type) == "decimal(14, 2)"
+        assert not fields["gone"].required
+        compare(fe, conn, duck, "s", skip=("gone",))
+        compare(fe, conn, duck, "o")
+        # The dropped column: kept, its values up to the drop, null in rows written after it.
+        rows = {r["id"]: r["gone"] for r in ice.scan(selected_fields=("id", "gone"))
+                .to_arrow().to_pylist()}
+        assert rows[1] == "old" and rows[11] == "x" and rows[15] == "u", rows
+        assert rows[16] is None and rows[3] is None, rows
+
+        # A catch-up run afterwards changes nothing, and takes changes as usual.
+        conn.execute("INSERT INTO s VALUES (17, 17, 'again', 6.5, 12)")
+        fe.sync()
+        compare(fe, conn, duck, "s", skip=("gone",))
+
+
+def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, tmp_path):
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE s (id int PRIMARY KEY, n int, v text); "
+                     "INSERT INTO s SELECT g, g, 'v' FROM generate_series(1, 5) g; "
+                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["s", "o"], interval_s=0.2)
+        fe.sync()
+        proc = follow(fe)
+        conn.execute("INSERT INTO s VALUES (6, 6, 'before')")
+        conn.execute("ALTER TABLE s ALTER COLUMN n TYPE text")
+        conn.execute("INSERT INTO s VALUES (7, 'seven', 'after')")
+        conn.execute("UPDATE s SET n = 'one' WHERE id = 1")
+        conn.execute("UPDATE o SET v = 'o2'")
+        conn.execute("INSERT INTO o VALUES (2, 'o-last')")
+        # The other stream goes on.
+        wait_for(lambda: iceberg_ids(fe, "o") == [1, 2], 60, what="table o to take its changes")
+        assert proc.poll() is None, (fe.root / "follow.log").read_text()[-3000:]
+        assert iceberg_ids(fe, "s") == [1, 2, 3, 4, 5, 6]  # up to the change
+        wait_for(lambda: stream_stats(fe, "e2e.s").get("stopped_at_schema_change"), 30,
+                 what="stats to show the stop")
+        line = ('column "n" of "public.s" changed type to text (Iceberg int -> string is not a '
+                'promotion): stream stopped, the slot keeps its changes; drop table "e2e.s" and '
+                'run firn sync to copy it again')
+        rc = stop_process(proc)
+        log = (fe.root / "follow.log").read_text()
+        assert rc == 3, log[-3000:]
+        assert line in log, log[-3000:]
+        compare(fe, conn, duck, "o")
+
+        # The next run stops on the same line.
+        proc2 = fe.sync(check=False)
+        assert proc2.returncode != 0
+        assert line in proc2.stderr, proc2.stderr[-3000:]
+
+        # The remedy: drop the Iceberg table; the next run copies it again, nothing is lost.
+        fe.catalog().drop_table(f"{NS}.s")
+        conn.execute("UPDATE o SET v = 'o3' WHERE id = 1")
+        fe.sync()
+        compare(fe, conn, duck, "s")
+        compare(fe, conn, duck, "o")
+        conn.execute("INSERT INTO s VALUES (8, 'eight', 'later')")
+        fe.sync()
+        compare(fe, conn, duck, "s")
