@@ -436,6 +436,9 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
             else
                 snprintf(lag, sizeof(lag), "%llds since commit", (long long)age_s);
         }
+        char at[32];
+        if (firn__stats_stopped(cfg->state_path, src, at, sizeof(at)))
+            snprintf(lag, sizeof(lag), "stopped at a schema change (%s)", at);
         fprintf(out, "%-32s %-32s %-17s %-9s %-18s %-20s %s\n", src, dst,
                 firn_sync_mode_name(s->sync_mode), st && st->backfill_done ? "done" : "pending",
                 lsn, when, lag);

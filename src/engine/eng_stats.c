@@ -127,15 +127,40 @@ static json_t *stats_json(firn__engine *e, const char *phase, int64_t now_ns)
 }
 
 /* The stats file's path: "stats.json" in the state file's folder; false without a state file. */
-static bool stats_path(const firn__engine *e, char *out, size_t cap)
+static bool path_for(const char *state, char *out, size_t cap)
 {
-    const char *state = e->cfg->state_path;
     if (!state)
         return false;
     const char *slash = strrchr(state, '/');
     int n = slash ? snprintf(out, cap, "%.*s/stats.json", (int)(slash - state), state)
                   : snprintf(out, cap, "stats.json");
     return n > 0 && (size_t)n < cap;
+}
+
+static bool stats_path(const firn__engine *e, char *out, size_t cap)
+{
+    return path_for(e->cfg->state_path, out, cap);
+}
+
+bool firn__stats_stopped(const char *state_path, const char *stream, char *lsn, size_t cap)
+{
+    char path[4200];
+    if (!path_for(state_path, path, sizeof(path)))
+        return false;
+    json_t *root = json_load_file(path, 0, NULL);
+    bool found = false;
+    json_t *streams = json_object_get(root, "streams");
+    for (size_t i = 0; !found && i < json_array_size(streams); i++) {
+        json_t *s = json_array_get(streams, i);
+        const char *name = json_string_value(json_object_get(s, "stream"));
+        const char *at = json_string_value(json_object_get(s, "stopped_at_schema_change"));
+        if (name && at && strcmp(name, stream) == 0) {
+            snprintf(lsn, cap, "%s", at);
+            found = true;
+        }
+    }
+    json_decref(root);
+    return found;
 }
 
 void firn__stats_write(firn__engine *e, const char *phase, bool force)

@@ -87,8 +87,12 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         conn.execute("ALTER TABLE s DROP COLUMN gone")
         conn.execute("INSERT INTO s VALUES (16, 16, 'dropped', 5.5, 11)")
         conn.execute("UPDATE s SET v = 'after drop' WHERE id = 3")
+        conn.execute("ALTER TABLE s ADD COLUMN tags int[], ADD COLUMN span interval")
+        conn.execute("INSERT INTO s (id, n, v, d, extra, tags, span) VALUES "
+                     "(18, 18, 'nested', 7.5, 13, '{1,NULL,3}', '1 day 2 hours')")
+        conn.execute("UPDATE s SET tags = '{4}' WHERE id = 1")
         conn.execute("INSERT INTO o VALUES (2, 'o-last')")
-        wait_for(lambda: iceberg_ids(fe, "o") == [1, 2] and 16 in iceberg_ids(fe, "s"), 60,
+        wait_for(lambda: iceberg_ids(fe, "o") == [1, 2] and 18 in iceberg_ids(fe, "s"), 60,
                  what="the changes after the ALTERs to be committed")
         log = (fe.root / "follow.log").read_text()
         assert proc.poll() is None, log[-3000:]
@@ -100,7 +104,13 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         fields = {f.name: f for f in ice.schema().fields}
         assert ice.schema().schema_id > schema_id
         assert fields["extra"].field_id > last_id
-        assert ice.metadata.last_column_id == fields["extra"].field_id
+        # New ids after last-column-id, nested ones (list element, interval members) too.
+        assert fields["tags"].field_id > fields["extra"].field_id
+        assert fields["tags"].field_type.element_id > fields["extra"].field_id
+        assert fields["span"].field_id > fields["extra"].field_id
+        assert ice.metadata.last_column_id == max(
+            [fields["span"].field_id, fields["tags"].field_type.element_id] +
+            [f.field_id for f in fields["span"].field_type.fields])
         assert str(fields["n"].field_type) == "long"
         assert str(fields["v"].field_type) == "string"
         assert str(fields["d"].field_type) == "decimal(14, 2)"
@@ -110,8 +120,8 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         # The dropped column: kept, its values up to the drop, null in rows written after it.
         rows = {r["id"]: r["gone"] for r in ice.scan(selected_fields=("id", "gone"))
                 .to_arrow().to_pylist()}
-        assert rows[1] == "old" and rows[11] == "x" and rows[15] == "u", rows
-        assert rows[16] is None and rows[3] is None, rows
+        assert rows[5] == "old" and rows[11] == "x" and rows[15] == "u", rows
+        assert rows[16] is None and rows[3] is None and rows[1] is None, rows
 
         # A catch-up run afterwards changes nothing, and takes changes as usual.
         conn.execute("INSERT INTO s VALUES (17, 17, 'again', 6.5, 12)")
@@ -147,6 +157,8 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
         log = (fe.root / "follow.log").read_text()
         assert rc == 3, log[-3000:]
         assert line in log, log[-3000:]
+        status = fe.run("status", *fe.sync_args, check=True).stdout
+        assert "stopped at a schema change" in status, status
         compare(fe, conn, duck, "o")
 
         # The next run stops on the same line.
