@@ -806,12 +806,11 @@ static bool table_due(const cdc *c, const firn__table *t, int64_t now_ns)
     return (now_ns - t->flush_ns) / 1000000 >= interval_ms;
 }
 
-/* At a transaction boundary: commits each table whose policy is due, then acknowledges what
- * that allows. */
-static firn_rc flush_due(cdc *c, firn_err *err)
+/* At a transaction boundary: commits each table whose policy is due at now (monotonic ns), then
+ * acknowledges what that allows. */
+static firn_rc flush_due(cdc *c, int64_t now, firn_err *err)
 {
     firn__engine *e = c->e;
-    int64_t now = firn_monotonic_ns();
     bool any = false;
     for (size_t i = 0; i < e->n_tables; i++) {
         firn__table *t = e->tables[i];
@@ -856,9 +855,12 @@ static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
     return FIRN_OK;
 }
 
+/* The clock is read at commits and at messages outside changes only (last_event_ns matters
+ * between transactions; caught_up counts streamed chunks): a read per change cost 4 % of a
+ * catch-up's CPU time. */
 static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
-    c->last_event_ns = firn_monotonic_ns();
+    int64_t now;
     switch (ev->type) {
     case FIRN_PGO_BEGIN:
         c->in_txn = true;
@@ -870,19 +872,24 @@ static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
         c->txn_commit_us = ev->commit_time_us;
         return FIRN_OK;
     case FIRN_PGO_RELATION:
+        c->last_event_ns = firn_monotonic_ns();
         return on_relation(c, ev, err);
     case FIRN_PGO_INSERT:
     case FIRN_PGO_UPDATE:
     case FIRN_PGO_DELETE:
         return on_change(c, ev, err);
     case FIRN_PGO_TRUNCATE:
+        c->last_event_ns = firn_monotonic_ns();
         return on_truncate(c, ev, err);
     case FIRN_PGO_COMMIT:
+        now = firn_monotonic_ns();
+        c->last_event_ns = now;
         c->in_txn = false;
         c->last_end_lsn = ev->end_lsn;
         c->done_commit_lsn = ev->commit_lsn;
-        return flush_due(c, err);
+        return flush_due(c, now, err);
     default:
+        c->last_event_ns = firn_monotonic_ns();
         return FIRN_OK; /* Type, Origin, Message: nothing to store */
     }
 }
@@ -1053,6 +1060,8 @@ static bool stop_requested(const firn__engine *e)
 firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
 {
     int64_t stop_ns = 0;
+    bool idle = true;
+    unsigned events = 0;
     cdc c = {0};
     c.e = e;
     c.s = s;
@@ -1077,11 +1086,13 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
                 rc = FIRN_ERR_CANCELLED;
             break;
         }
-        stats_tick(e);
+        if (idle || (++events & 63) == 0)
+            stats_tick(e); /* reads the clock: not at every event */
         firn_pgo_event ev;
         rc = firn_pgo_stream_next(s, next_timeout_ms(&c, follow), &ev, err);
         if (rc)
             break;
+        idle = ev.type == 0;
         if (ev.type != 0) {
             FIRN_LOG(FIRN_LOG_TRACE, "engine", "event %s commit %X/%X end %X/%X",
                      firn_pgo_msg_type_name(ev.type), (unsigned)(ev.commit_lsn >> 32),
@@ -1096,7 +1107,7 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
         }
         /* Idle: commit what waits when the interval passed; a catch-up run ends here. */
         if (!c.in_txn && !buffers_empty(e))
-            rc = flush_due(&c, err);
+            rc = flush_due(&c, firn_monotonic_ns(), err);
         bool done = false;
         if (rc == FIRN_OK && !follow)
             rc = caught_up(&c, &done, err);

@@ -27,6 +27,10 @@
  * (16 KiB) per call, so a nap after each read would cap the stream at 16 KiB per nap, and under
  * load a nap lasts several milliseconds: a 40 MB backlog took 6-8 s instead of 3). */
 #define RECV_NAP_MS 1
+/* Bytes the socket must hold for the thread to read again at once rather than nap: reading
+ * every packet as it arrives costs a system call (and, on loopback, the ACK it sends) per few
+ * hundred bytes; what is left waits for the nap's end. */
+#define RECV_PULL_MIN 8192
 
 static void wake(firn__pgo_recv *r)
 {
@@ -121,12 +125,12 @@ static firn_rc read_some(firn_pgo_stream *s, batch *b, int *n_read, firn_err *er
     return FIRN_OK;
 }
 
-/* True when the connection's socket holds bytes not read yet. */
+/* True when the connection's socket holds at least RECV_PULL_MIN bytes not read yet. */
 static bool socket_pending(firn_pgo_stream *s)
 {
     int n = 0;
     const int fd = PQsocket(s->conn);
-    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n >= RECV_PULL_MIN;
 }
 
 /* Waits for input (when the queue has room), a wakeup or the next status update; nap: only for a
@@ -188,7 +192,7 @@ static void *recv_main(void *arg)
         } else if (n == RECV_BATCH) {
             continue; /* libpq may hold more */
         } else if (socket_pending(s)) {
-            /* libpq's buffer is empty and the socket holds more: read it now. */
+            /* libpq's buffer is empty and the socket holds plenty more: read it now. */
             if (!PQconsumeInput(s->conn))
                 rc = firn__pgo_stream_ended(s, -2, &err);
         } else {
@@ -274,15 +278,17 @@ void firn__pgo_recv_publish(firn_pgo_stream *s, uint64_t flush_lsn, bool send_no
     wake(r);
 }
 
-firn_rc
-firn__pgo_recv_pop(firn_pgo_stream *s, int64_t deadline_ns, firn__pgo_item **out, firn_err *err)
+firn_rc firn__pgo_recv_pop(
+    firn_pgo_stream *s, int timeout_ms, int64_t *deadline_ns, firn__pgo_item **out, firn_err *err)
 {
     firn__pgo_recv *r = &s->recv;
     *out = NULL;
     pthread_mutex_lock(&r->mu);
-    while (!r->head && !r->done && firn_monotonic_ns() < deadline_ns) {
-        struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
-                              .tv_nsec = deadline_ns % 1000000000};
+    if (!r->head && !r->done && *deadline_ns < 0)
+        *deadline_ns = firn_monotonic_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    while (!r->head && !r->done && firn_monotonic_ns() < *deadline_ns) {
+        struct timespec ts = {.tv_sec = *deadline_ns / 1000000000,
+                              .tv_nsec = *deadline_ns % 1000000000};
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
     firn_rc rc = FIRN_OK;

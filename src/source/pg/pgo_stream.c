@@ -367,15 +367,14 @@ firn_rc firn_pgo_stream_next(firn_pgo_stream *s, int timeout_ms, firn_pgo_event 
     memset(ev, 0, sizeof(*ev));
     if (!s->started)
         return firn_err_set(err, FIRN_ERR_INVALID, "replication stream is not started");
-    const int64_t deadline =
-        firn_monotonic_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    int64_t deadline = -1; /* now + timeout_ms, once there is something to wait for */
     for (;;) {
         FIRN_TRY(firn__pgo_sess_next(&s->sess, ev, err));
         if (ev->type)
             return FIRN_OK;
         publish(s, false); /* everything decoded so far is handed out */
         firn__pgo_item *it = NULL;
-        firn_rc rc = firn__pgo_recv_pop(s, deadline, &it, err);
+        firn_rc rc = firn__pgo_recv_pop(s, timeout_ms, &deadline, &it, err);
         if (rc) {
             s->started = false;
             return rc;

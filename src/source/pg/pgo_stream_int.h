@@ -84,12 +84,12 @@ FIRN_MUST_CHECK firn_rc firn__pgo_recv_start(firn_pgo_stream *s, firn_err *err);
 void firn__pgo_recv_stop(firn_pgo_stream *s);
 /* Publishes the flush position the receiver reports (never backwards); send_now: at once. */
 void firn__pgo_recv_publish(firn_pgo_stream *s, uint64_t flush_lsn, bool send_now);
-/* Takes the next queued message, waiting until deadline_ns (monotonic); *out NULL on timeout.
- * The receiver's error once the queue is empty. Free the message with firn__pgo_item_free. */
-FIRN_MUST_CHECK firn_rc firn__pgo_recv_pop(firn_pgo_stream *s,
-                                           int64_t deadline_ns,
-                                           firn__pgo_item **out,
-                                           firn_err *err);
+/* Takes the next queued message, waiting until *deadline_ns (monotonic; when negative, the
+ * first wait sets it to now + timeout_ms, so a call that finds a message reads no clock); *out
+ * NULL on timeout. The receiver's error once the queue is empty. Free the message with
+ * firn__pgo_item_free. */
+FIRN_MUST_CHECK firn_rc firn__pgo_recv_pop(
+    firn_pgo_stream *s, int timeout_ms, int64_t *deadline_ns, firn__pgo_item **out, firn_err *err);
 void firn__pgo_item_free(firn__pgo_item *it);
 /* Installs a hook that sees every pgoutput message received (NULL to remove). */
 void firn__pgo_stream_set_capture(firn_pgo_stream *s, firn__pgo_capture_fn fn, void *ctx);
