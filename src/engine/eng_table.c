@@ -316,12 +316,31 @@ static firn_rc check_promotions(const firn__table *t, const firn_field *cur, fir
     return FIRN_OK;
 }
 
+/* True when a promotion changes how key values are encoded (firn_batch_key_encode writes the
+ * stored width): a key index built before must be built again. One integer key column is the
+ * exception: the index reads int and long keys alike (firn__pkindex_key). */
+static bool key_encoding_changes(const firn__table *t, const firn_field *cur)
+{
+    for (size_t k = 0; k < t->n_key; k++) {
+        const firn_field *f = t->schema->children[t->key_cols[k]];
+        const firn_field *c = child_named(cur, f->name);
+        if (!c || (c->type == f->type && c->precision == f->precision))
+            continue;
+        bool ints = (c->type == FIRN_TYPE_INT || c->type == FIRN_TYPE_LONG) &&
+                    (f->type == FIRN_TYPE_INT || f->type == FIRN_TYPE_LONG);
+        if (!(ints && t->n_key == 1))
+            return true;
+    }
+    return false;
+}
+
 /* Commits t->schema's columns the table lacks and its promotions as a new current schema. */
 static firn_rc commit_schema(firn__table *t, firn_err *err)
 {
     const firn_table_metadata *md = t->cat.metadata;
     const firn_schema *cur = firn_table_metadata_schema(md);
     FIRN_TRY(check_promotions(t, cur->root, err));
+    t->key_retyped |= key_encoding_changes(t, cur->root);
     int32_t last = md->last_column_id;
     firn_schema *next = NULL;
     bool changed = false;
@@ -428,6 +447,14 @@ firn_rc firn__table_schema_apply(firn__table *t, firn_err *err)
         t->pg->columns[i].field_id = t->schema->children[i]->id;
     firn_batch_free(t->buf);
     t->buf = firn_batch_new(t->schema);
+    if (!t->key_retyped || !t->index)
+        return FIRN_OK;
+    FIRN_LOG(FIRN_LOG_INFO, "engine",
+             "table \"%s\": a key column was widened: building the key index again", t->display);
+    firn__table_reset_index(t);
+    FIRN_TRY(firn__table_rebuild_index(t, err));
+    firn__table_share_persist(t, false);
+    t->key_retyped = false;
     return FIRN_OK;
 }
 
@@ -592,11 +619,13 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         return firn__eqdel_open(t, err);
     if (t->upsert) {
         bool rebuild = !t->needs_backfill || t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH;
-        FIRN_TRY(firn__table_open_index(t, rebuild, err));
+        /* A saved index holds keys in the encoding of the old key types. */
+        FIRN_TRY(firn__table_open_index(t, rebuild && !t->key_retyped, err));
         if (rebuild)
             FIRN_TRY(firn__table_rebuild_index(t, err));
         if (rebuild)
             firn__table_share_persist(t, false); /* a rebuilt index, nothing next to the table */
+        t->key_retyped = false;
     }
     recopy_for_defaults(t);
     return FIRN_OK;

@@ -411,6 +411,8 @@ typedef struct firn__table {
     bool halted;           /* CDC: stopped at a schema change the table cannot take; its changes
                               are skipped and the slot is not confirmed past halt_lsn */
     uint64_t halt_lsn;
+    bool key_retyped; /* a promotion changed the encoding of key values: the key index is built
+                         again from the data files, not loaded */
 } firn__table;
 
 struct firn__engine {

@@ -61,9 +61,11 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
                      "d numeric(10,2), gone text NOT NULL DEFAULT 'g'); "
                      "INSERT INTO s SELECT g, g, 'v' || g, g / 4.0, 'old' FROM "
                      "generate_series(1, 10) g; "
-                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o')")
+                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o'); "
+                     "CREATE TABLE k (a int, b int, v text, PRIMARY KEY (a, b)); "
+                     "INSERT INTO k SELECT g, g, 'k' FROM generate_series(1, 5) g")
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["s", "o"], interval_s=0.2, destination={"format_version": version})
+        fe.setup(pg, ["s", "o", "k"], interval_s=0.2, destination={"format_version": version})
         fe.sync()
         before = fe.catalog().load_table(f"{NS}.s")
         last_id = before.metadata.last_column_id
@@ -91,8 +93,18 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         conn.execute("INSERT INTO s (id, n, v, d, extra, tags, span) VALUES "
                      "(18, 18, 'nested', 7.5, 13, '{1,NULL,3}', '1 day 2 hours')")
         conn.execute("UPDATE s SET tags = '{4}' WHERE id = 1")
+        # Widened key columns: one integer key (s.id), and part of a composite key (k.a), whose
+        # key index is built again with the new encoding.
+        conn.execute("ALTER TABLE s ALTER COLUMN id TYPE bigint")
+        conn.execute("UPDATE s SET v = 'key widened' WHERE id IN (4, 18)")
+        conn.execute("INSERT INTO s (id, n, v) VALUES (5000000000, 1, 'big key')")
+        conn.execute("UPDATE k SET v = 'before'  WHERE a = 1")
+        conn.execute("ALTER TABLE k ALTER COLUMN a TYPE bigint")
+        conn.execute("UPDATE k SET v = 'after' WHERE a IN (1, 2)")
+        conn.execute("DELETE FROM k WHERE a = 3")
+        conn.execute("INSERT INTO k VALUES (6000000000, 1, 'big')")
         conn.execute("INSERT INTO o VALUES (2, 'o-last')")
-        wait_for(lambda: iceberg_ids(fe, "o") == [1, 2] and 18 in iceberg_ids(fe, "s"), 60,
+        wait_for(lambda: iceberg_ids(fe, "o") == [1, 2] and 5000000000 in iceberg_ids(fe, "s"), 60,
                  what="the changes after the ALTERs to be committed")
         log = (fe.root / "follow.log").read_text()
         assert proc.poll() is None, log[-3000:]
@@ -117,6 +129,8 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         assert not fields["gone"].required
         compare(fe, conn, duck, "s", skip=("gone",))
         compare(fe, conn, duck, "o")
+        compare(fe, conn, duck, "k")
+        assert str(fields["id"].field_type) == "long"
         # The dropped column: kept, its values up to the drop, null in rows written after it.
         rows = {r["id"]: r["gone"] for r in ice.scan(selected_fields=("id", "gone"))
                 .to_arrow().to_pylist()}
@@ -173,5 +187,24 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
         compare(fe, conn, duck, "s")
         compare(fe, conn, duck, "o")
         conn.execute("INSERT INTO s VALUES (8, 'eight', 'later')")
+        fe.sync()
+        compare(fe, conn, duck, "s")
+
+
+def test_composite_key_widened_between_runs(pg, pg_db, firn_bin, duck, tmp_path):
+    """A key column of a composite key widened between runs: the key index the last run saved
+    holds the old encoding, so it is built again from the data files instead of being loaded
+    (loaded, an update of an old key would have added a second row)."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE s (id int, k int, v text, PRIMARY KEY (id, k)); "
+                     "INSERT INTO s SELECT g, g, 'v' FROM generate_series(1, 5) g")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["s"], interval_s=0.2)
+        fe.sync()
+        conn.execute("UPDATE s SET v = 'a' WHERE id = 2")
+        fe.sync()
+        conn.execute("ALTER TABLE s ALTER COLUMN id TYPE bigint")
+        conn.execute("UPDATE s SET v = 'b' WHERE id = 1")
+        conn.execute("DELETE FROM s WHERE id = 3")
         fe.sync()
         compare(fe, conn, duck, "s")
