@@ -386,6 +386,7 @@ typedef struct flush_out {
     firn__pkloc *old;  /* its live row before the flush, when present */
     bool *present;
     firn__consolidation cons; /* v2: this commit consolidates the position deletes */
+    int64_t lookup_ns, deletes_ns, commit_ns; /* time spent, for the debug log */
 } flush_out;
 
 static void flush_out_free(flush_out *o)
@@ -513,9 +514,13 @@ static firn_rc commit_upsert(firn__table *t,
                              const firn_summary *extra,
                              firn_err *err)
 {
+    int64_t t0 = firn_monotonic_ns();
     firn_rc rc = collect_deletes(t, f, o, err);
+    int64_t t1 = firn_monotonic_ns();
     if (rc == FIRN_OK)
         rc = write_deletes(t, w, o, dvs, err);
+    o->lookup_ns += t1 - t0;
+    o->deletes_ns += firn_monotonic_ns() - t1;
     bool changes = o->n_files > 0 || o->cons.n_removed > 0;
     if (rc || (!changes && lsn <= t->committed_lsn))
         return rc;
@@ -536,7 +541,9 @@ static firn_rc commit_upsert(firn__table *t,
     q.n_removed = o->cons.n_removed;
     const char **req = required_files(t, o, &q.n_required);
     q.required = req;
+    t1 = firn_monotonic_ns();
     rc = commit_upsert_req(t, q, lsn, err);
+    o->commit_ns += firn_monotonic_ns() - t1;
     firn_free(req);
     return rc;
 }
@@ -563,8 +570,10 @@ static void drop_deletes(flush_out *o, size_t n_data, firn__dv_batch *dvs)
 
 static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *extra, firn_err *err)
 {
+    const int64_t start = firn_monotonic_ns();
     firn__fold f;
     FIRN_TRY(firn__fold_run_keep(t->buf, t->key_cols, t->n_key, t->soft_delete, &f, err));
+    const int64_t folded = firn_monotonic_ns();
     flush_out o = {0};
     firn__dv_batch dvs = {0};
     char data_dir[4096];
@@ -575,6 +584,7 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
     size_t n_data = o.n_files;
     int backoff_ms = COMMIT_BACKOFF_MIN_MS / 2;
     int64_t t0 = firn_monotonic_ns();
+    const int64_t data_ns = t0 - folded;
     while (rc == FIRN_OK) {
         const firn_snapshot *parent = firn_table_metadata_current_snapshot(t->cat.metadata);
         int64_t base = parent ? parent->snapshot_id : -1;
@@ -618,8 +628,17 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
         firn__delfiles_commit_done(t, o.cons.on ? o.cons.dels : o.dels,
                                    o.cons.on ? o.cons.n_dels : o.n_dels, o.files + n_data,
                                    o.n_files - n_data, &o.cons);
+    const int64_t indexed = firn_monotonic_ns();
     if (rc == FIRN_OK)
         rc = update_index(t, &f, &o, err);
+    if (rc == FIRN_OK)
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine",
+                 "table \"%s\": flush of %zu keys took %.0f ms: fold %.0f, data files %.0f, key "
+                 "lookups %.0f, delete files %.0f, commit %.0f, index update %.0f",
+                 t->display, f.n_keys, (double)(firn_monotonic_ns() - start) / 1e6,
+                 (double)(folded - start) / 1e6, (double)data_ns / 1e6, (double)o.lookup_ns / 1e6,
+                 (double)o.deletes_ns / 1e6, (double)o.commit_ns / 1e6,
+                 (double)(firn_monotonic_ns() - indexed) / 1e6);
     if (rc == FIRN_OK) {
         firn__table_index_advanced(t);
         firn__table_share_persist(t, false); /* every persist_key_index_interval */

@@ -634,6 +634,48 @@ static int probe_cmp(const void *a, const void *b)
     return x->c == y->c ? 0 : (x->c < y->c ? -1 : 1);
 }
 
+/* Sorts ps[0..m) by (h, c): a least-significant-digit radix sort of h, 8 bits a pass (passes
+ * whose digit is the same for every probe are skipped), then insertion for equal hashes, which
+ * only string keys colliding in 64 bits have. Fingerprints are uniform, so this is about 8
+ * moves a probe where qsort took 2-3 % of a catch-up's CPU samples. */
+static void sort_probes(probe *ps, size_t m)
+{
+    if (m < 64) {
+        qsort(ps, m, sizeof(*ps), probe_cmp);
+        return;
+    }
+    probe *tmp = firn_malloc(m * sizeof(*ps));
+    probe *src = ps, *dst = tmp;
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        size_t count[256] = {0};
+        for (size_t i = 0; i < m; i++)
+            count[(src[i].h >> shift) & 0xFF]++;
+        if (count[(src[0].h >> shift) & 0xFF] == m)
+            continue;
+        size_t at = 0;
+        for (size_t d = 0; d < 256; d++) {
+            size_t n = count[d];
+            count[d] = at;
+            at += n;
+        }
+        for (size_t i = 0; i < m; i++)
+            dst[count[(src[i].h >> shift) & 0xFF]++] = src[i];
+        probe *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != ps)
+        memcpy(ps, src, m * sizeof(*ps));
+    firn_free(tmp);
+    for (size_t i = 1; i < m; i++) {
+        probe x = ps[i];
+        size_t j = i;
+        for (; j > 0 && ps[j - 1].h == x.h && ps[j - 1].c > x.c; j--)
+            ps[j] = ps[j - 1];
+        ps[j] = x;
+    }
+}
+
 /* Positions cur in page p of r, near the entries of hash h. */
 static firn_rc load_page(firn__pkindex *idx,
                          const firn__pkrun *r,
@@ -661,10 +703,13 @@ static firn_rc seek(firn__pkindex *idx,
         FIRN_TRY(firn__pkpage_seek(r, cur, p->h, err));
     for (;;) {
         if (cur->ok) {
-            *cmp = pk_entry_cmp(&cur->e, p->h, p->c);
+            /* Entries below the probe are walked past on their hashes alone. */
+            if (cur->e.h == p->h)
+                FIRN_TRY(firn__pkpage_fields(r, cur, err));
+            *cmp = cur->e.h < p->h ? -1 : pk_entry_cmp(&cur->e, p->h, p->c);
             if (*cmp >= 0)
                 return FIRN_OK;
-            FIRN_TRY(firn__pkpage_step(r, cur, err));
+            FIRN_TRY(firn__pkpage_step_hash(r, cur, err));
             continue;
         }
         if (*page + 1 < r->n_pages && r->fences[*page + 1] <= p->h) {
@@ -747,7 +792,7 @@ firn_rc firn__pkindex_lookup(firn__pkindex *idx,
         ps[m++].i = (uint32_t)i;
     }
     if (m > 1)
-        qsort(ps, m, sizeof(*ps), probe_cmp);
+        sort_probes(ps, m);
     firn_rc rc = FIRN_OK;
     for (size_t r = 0; r < idx->n_runs && m > 0 && rc == FIRN_OK; r++)
         rc = probe_run(idx, idx->runs[r], ps, &m, out_locs, out_found, err);

@@ -144,6 +144,8 @@ typedef struct firn__pkpage_cur {
     uint32_t n_anchors, next_anchor;
     pk_entry e;
     bool ok;
+    bool lazy;        /* e.c, e.file1, e.pos not decoded yet (firn__pkpage_fields) */
+    size_t fields_at; /* bit position of the current entry's fields */
 } firn__pkpage_cur;
 
 /** Positions c in a page (bytes from the cache) at the first entry or, with h > 0, at the last
@@ -157,6 +159,15 @@ FIRN_MUST_CHECK firn_rc firn__pkpage_seek(const firn__pkrun *r,
                                           firn_err *err);
 /** Moves c to the next entry of its page; c->ok false past the last. FIRN_ERR_PARSE. */
 FIRN_MUST_CHECK firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err);
+/** firn__pkpage_step decoding the hash only (c->lazy): the fields are skipped until
+ * firn__pkpage_fields, so a lookup walking past entries pays for their hashes alone. */
+FIRN_MUST_CHECK firn_rc firn__pkpage_step_hash(const firn__pkrun *r,
+                                               firn__pkpage_cur *c,
+                                               firn_err *err);
+/** Decodes the fields of c's current entry when c->lazy. FIRN_ERR_PARSE. */
+FIRN_MUST_CHECK firn_rc firn__pkpage_fields(const firn__pkrun *r,
+                                            firn__pkpage_cur *c,
+                                            firn_err *err);
 
 /** SipHash-2-4 with a 128-bit result (Aumasson and Bernstein) of p[0..len) under key[16]. */
 void firn__pk_siphash128(const uint8_t key[16], const uint8_t *p, size_t len, uint64_t out[2]);

@@ -584,6 +584,7 @@ firn_rc firn__pkrun_decode(
 /* Decodes the fields after the hash of entry c->i (its hash is in c->e.h). */
 static firn_rc decode_fields(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
 {
+    c->lazy = false;
     c->e.c = r->has_c ? (uint32_t)get_bits(c->bytes, &c->bitpos, 32) : 0;
     c->e.file1 = (uint32_t)get_bits(c->bytes, &c->bitpos, r->fb);
     c->e.pos = (uint32_t)get_bits(c->bytes, &c->bitpos, r->pb);
@@ -638,12 +639,15 @@ firn_rc firn__pkpage_seek(const firn__pkrun *r, firn__pkpage_cur *c, uint64_t h,
     return decode_fields(r, c, err);
 }
 
-firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+/* Moves c to the next entry and decodes its hash; false past the last entry. */
+static bool step_hash(const firn__pkrun *r, firn__pkpage_cur *c)
 {
     if (c->i + 1 >= c->n) {
         c->ok = false;
-        return FIRN_OK;
+        return false;
     }
+    if (c->lazy) /* the fields of the entry left were never decoded */
+        c->bitpos = c->fields_at + (r->has_c ? 32 : 0) + r->fb + r->pb;
     c->i++;
     if (c->next_anchor < c->n_anchors && c->i == (c->next_anchor + 1) * (uint32_t)PK_ANCHOR_EVERY)
         c->next_anchor++; /* walking past an anchor */
@@ -651,6 +655,32 @@ firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *e
     uint64_t delta = q == RICE_ESC ? get_bits(c->bytes, &c->bitpos, 64)
                                    : (uint64_t)q << r->k | get_bits(c->bytes, &c->bitpos, r->k);
     c->e.h += delta;
+    c->fields_at = c->bitpos;
+    return true;
+}
+
+firn_rc firn__pkpage_step(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+{
+    c->lazy = false;
+    return step_hash(r, c) ? decode_fields(r, c, err) : FIRN_OK;
+}
+
+firn_rc firn__pkpage_step_hash(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+{
+    if (!step_hash(r, c))
+        return FIRN_OK;
+    if (c->fields_at + (r->has_c ? 32 : 0) + r->fb + r->pb > c->end)
+        return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page overruns", r->path);
+    c->lazy = true;
+    c->ok = true;
+    return FIRN_OK;
+}
+
+firn_rc firn__pkpage_fields(const firn__pkrun *r, firn__pkpage_cur *c, firn_err *err)
+{
+    if (!c->lazy)
+        return FIRN_OK;
+    c->bitpos = c->fields_at; /* where step_hash left it */
     return decode_fields(r, c, err);
 }
 
