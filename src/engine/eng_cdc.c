@@ -28,8 +28,8 @@ typedef struct rel_map {
     firn__table *table; /* NULL: not synced (changes ignored) */
     bool stale;         /* describes changes made before a DEFAULT column the table was copied
                            for in this run was added: the copy holds them (skipped) */
-    bool mismatch;      /* differs from the table, read in a transaction the table holds: its
-                           changes may not be written */
+    bool mismatch;      /* differs from the table, read in a transaction the table holds (or
+                           stale): taken into the table at its first change that is not */
     int32_t *batch_col; /* per relation column: batch column, or -1 */
     uint16_t n_cols;
 } rel_map;
@@ -50,7 +50,6 @@ typedef struct cdc {
     uint64_t txn_commit_lsn;
     int64_t txn_commit_us;
     firn_buf scratch;
-    firn_err halt; /* the first stream stopped at a schema change (code 0: none) */
 } cdc;
 
 static firn__table *table_named(firn__engine *e, const char *ns, const char *name)
@@ -227,8 +226,8 @@ static firn_rc halt_table(cdc *c, firn__table *t, firn_err *why, firn_err *err)
     t->halted = true;
     t->halt_lsn = c->last_end_lsn;
     FIRN_LOG(FIRN_LOG_ERROR, "engine", "%s", why->msg);
-    if (!c->halt.code)
-        c->halt = *why;
+    if (!c->e->halt.code)
+        c->e->halt = *why;
     return FIRN_OK;
 }
 
@@ -382,6 +381,24 @@ static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err
     return rc;
 }
 
+/* Takes the differences of a Relation message from the table into the table (evolve_live)
+ * and maps its columns again. */
+static firn_rc settle_relation(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err *err)
+{
+    firn__table *t = m->table;
+    m->mismatch = false;
+    FIRN_TRY(evolve_live(c, m, rel, err));
+    if (t->halted)
+        return FIRN_OK;
+    bool changed = false;
+    FIRN_TRY(map_columns(m, rel, &changed, err));
+    if (changed)
+        return firn_err_set(err, FIRN_ERR_INTERNAL,
+                            "relation \"%s.%s\" still differs from table \"%s\" after evolution",
+                            rel->nspname, rel->relname, t->display);
+    return FIRN_OK;
+}
+
 /* A Relation message: (re)build the column map, taking an added column or a widened type into
  * the table first (evolve_live). Relation messages of changes made before the schema this run
  * started with are mapped too: a dropped column is skipped, a widened one decodes as its new
@@ -415,20 +432,11 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
     }
     bool changed = false;
     FIRN_TRY(map_columns(m, rel, &changed, err));
-    if (!changed || t->halted)
-        return FIRN_OK;
-    if (c->in_txn && c->txn_commit_lsn <= t->committed_lsn) {
-        m->mismatch = true;
-        return FIRN_OK;
-    }
-    FIRN_TRY(evolve_live(c, m, rel, err));
-    if (t->halted)
-        return FIRN_OK;
-    FIRN_TRY(map_columns(m, rel, &changed, err));
-    if (changed)
-        return firn_err_set(err, FIRN_ERR_INTERNAL,
-                            "relation \"%s.%s\" still differs from table \"%s\" after evolution",
-                            rel->nspname, rel->relname, t->display);
+    /* Described changes the table holds (a copy of this run, a transaction at or below its
+     * position): evolved, if ever, at the first change it does not hold (on_change). */
+    m->mismatch = changed && !t->halted;
+    if (m->mismatch && !m->stale && !(c->in_txn && c->txn_commit_lsn <= t->committed_lsn))
+        return settle_relation(c, m, rel, err);
     return FIRN_OK;
 }
 static firn_rc decode_value(firn__table *t,
@@ -668,17 +676,15 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     firn__table *t = m->table;
     if (c->txn_commit_lsn <= t->committed_lsn)
         return FIRN_OK; /* already in the table (exactly-once on restart) */
+    /* The first change the table lacks of a relation described in a transaction it holds:
+     * evolved now, before this change is counted (a flush of the rows before is a part). */
+    if (m->mismatch && !m->stale && !t->halted)
+        FIRN_TRY(settle_relation(c, m, ev->rel, err));
     if (part_committed(c, t))
         return FIRN_OK; /* committed by an earlier part of this transaction */
     if (m->stale || t->halted)
         return FIRN_OK; /* older than this run's copy of the table, which holds it; or its
                            stream stopped at a schema change (read again by the next run) */
-    if (m->mismatch)
-        return firn_err_set(err, FIRN_ERR_SCHEMA,
-                            "a change of table %s at LSN %X/%X is described by columns that "
-                            "differ from table \"%s\"; run firn sync again",
-                            t->pg->qualified, (unsigned)(c->txn_commit_lsn >> 32),
-                            (unsigned)c->txn_commit_lsn, t->display);
     firn__fault_point("mid-txn");
     if (firn_batch_rows(t->buf) == 0)
         t->hold_lsn = c->last_end_lsn; /* this table now holds back the acknowledgement */
@@ -834,7 +840,7 @@ static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
     for (uint32_t i = 0; i < ev->msg->truncate.n_relids; i++) {
         rel_map *m = rel_find(c, ev->msg->truncate.relids[i]);
-        if (!m || !m->table || c->txn_commit_lsn <= m->table->committed_lsn)
+        if (!m || !m->table || c->txn_commit_lsn <= m->table->committed_lsn || m->table->halted)
             continue;
         firn__table *t = m->table;
         if (part_committed(c, t))
@@ -1074,7 +1080,7 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
     if (rc == FIRN_OK && !follow)
         FIRN_LOG(FIRN_LOG_DEBUG, "engine", "catch-up run: streaming up to WAL position %X/%X",
                  (unsigned)(c.target_lsn >> 32), (unsigned)c.target_lsn);
-    while (rc == FIRN_OK) {
+    while (rc == FIRN_OK && !all_halted(e)) {
         if (stop_requested(e) && !stop_ns)
             stop_ns = firn_monotonic_ns();
         /* A stop finishes the transaction at hand unless that takes longer than
@@ -1101,8 +1107,6 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
             if (rc == FIRN_OK && !follow && ev.type == FIRN_PGO_COMMIT &&
                 c.last_end_lsn >= c.target_lsn)
                 break;
-            if (rc == FIRN_OK && ev.type == FIRN_PGO_COMMIT && all_halted(e))
-                break; /* nothing left to stream */
             continue;
         }
         /* Idle: commit what waits when the interval passed; a catch-up run ends here. */
@@ -1116,9 +1120,9 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
     }
     if (rc == FIRN_OK)
         rc = flush_all(&c, err);
-    if ((rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) && c.halt.code) {
-        *err = c.halt; /* the run reports the stream it stopped (exit code 3) */
-        rc = c.halt.code;
+    if ((rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) && e->halt.code) {
+        *err = e->halt; /* the run reports the stream it stopped (exit code 3) */
+        rc = e->halt.code;
     }
     for (size_t i = 0; i < c.n_rels; i++)
         firn_free(c.rels[i].batch_col);

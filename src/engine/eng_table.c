@@ -304,13 +304,14 @@ static bool nested(const firn_field *f)
 
 /* A source column whose type the table cannot take: the same line as in-stream (eng_cdc.c),
  * instead of firn_schema_evolve's bare one. */
-static firn_rc check_promotions(const firn__table *t, const firn_field *cur, firn_err *err)
+static firn_rc check_promotions(firn__table *t, const firn_field *cur, firn_err *err)
 {
     for (size_t i = 0; i < t->pg->n_columns && i < t->schema->n_children; i++) {
         const firn_field *f = t->schema->children[i];
         const firn_field *c = child_named(cur, f->name);
         if (!c || c->meta || nested(c) || nested(f) || firn_type_can_promote(c, f))
             continue;
+        t->incompatible = true;
         return firn__table_incompatible(t, f->name, c, t->pg->columns[i].type->name, f, err);
     }
     return FIRN_OK;
@@ -569,6 +570,21 @@ static void recopy_for_defaults(firn__table *t)
     firn__table_restart_backfill(t);
 }
 
+/* A CDC stream whose source has a type its table cannot take: stopped, not the whole run; its
+ * changes stay in the slot (eng_cdc.c halt_table) and the run ends with the error. */
+static firn_rc halt_at_open(firn__table *t, firn_err *err)
+{
+    const firn_sync_mode mode = t->stream->sync_mode;
+    if (mode != FIRN_SYNC_FULL_REFRESH_CDC && mode != FIRN_SYNC_CDC_ONLY)
+        return FIRN_ERR_SCHEMA;
+    FIRN_LOG(FIRN_LOG_ERROR, "engine", "%s", err->msg);
+    if (!t->eng->halt.code)
+        t->eng->halt = *err;
+    firn_err_clear(err);
+    t->halted = true;
+    return FIRN_OK;
+}
+
 firn_rc firn__table_open(firn__table *t, firn_err *err)
 {
     pthread_mutex_init(&t->mu, NULL);
@@ -605,10 +621,19 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
                  t->eqdel ? "equality deletes"
                  : t->dv  ? "deletion vectors"
                           : "position deletes");
-    FIRN_TRY(evolve_schema(t, err));
+    firn_rc rc = evolve_schema(t, err);
+    if (rc == FIRN_ERR_SCHEMA && t->incompatible)
+        rc = halt_at_open(t, err);
+    FIRN_TRY(rc);
     FIRN_TRY(align_schema(t, err));
     bool backfill_done = false;
     read_progress(t, &backfill_done);
+    if (t->halted) {
+        t->halt_lsn = t->committed_lsn;
+        t->cdc = true;
+        t->buf = firn_batch_new(t->schema);
+        return FIRN_OK;
+    }
     bool wants_backfill = t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH ||
                           (t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC && !backfill_done);
     t->needs_backfill = wants_backfill;

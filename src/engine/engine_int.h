@@ -411,8 +411,9 @@ typedef struct firn__table {
     bool halted;           /* CDC: stopped at a schema change the table cannot take; its changes
                               are skipped and the slot is not confirmed past halt_lsn */
     uint64_t halt_lsn;
-    bool key_retyped; /* a promotion changed the encoding of key values: the key index is built
-                         again from the data files, not loaded */
+    bool incompatible; /* the source has a type the table cannot take (check_promotions) */
+    bool key_retyped;  /* a promotion changed the encoding of key values: the key index is built
+                          again from the data files, not loaded */
 } firn__table;
 
 struct firn__engine {
@@ -433,6 +434,7 @@ struct firn__engine {
     int64_t start_ns;     /* monotonic start of the run (stats file) */
     int64_t start_us;     /* wall-clock start */
     int64_t stats_ns;     /* last stats file write */
+    firn_err halt;        /* the first stream stopped at a schema change (code 0: none) */
     uint64_t wal_lsn;     /* the source's WAL position when last asked (CDC; 0: unknown) */
     bool backfill_resume; /* the slot of an unfinished copy is kept: keyed tables copy only
                            * their missing chunks, as upserts (eng_backfill.c) */
