@@ -479,6 +479,8 @@ bool firn__table_backfill_is_last(const firn__table *t)
 
 void firn__table_restart_backfill(firn__table *t)
 {
+    if (t->halted)
+        return; /* not copied into a schema it cannot take: its remedy copies it */
     t->needs_backfill = true;
     firn_free(t->backfill_chunks);
     t->backfill_chunks = NULL;
