@@ -129,6 +129,26 @@ static bool retyped(const firn_pgo_relcol *col, const firn_pg_type *have)
     return p > have->precision || s != have->scale;
 }
 
+/* True when column col of a Relation message differs from the table's column idx: retyped, or
+ * an integer narrower than the table's that the source column has now (ALTER ... TYPE int of a
+ * bigint column: a narrowing, which the table cannot take). A narrower integer the source no
+ * longer has describes changes made before the table was widened: they decode as the wider
+ * type. One catalog query, only for those. */
+static firn_rc
+col_differs(const firn__table *t, const firn_pgo_relcol *col, int32_t idx, bool *out, firn_err *err)
+{
+    enum { INT8 = 20, INT2 = 21, INT4 = 23 };
+    const firn_pg_type *have = t->pg->columns[idx].type;
+    *out = retyped(col, have);
+    bool narrower = col->type_oid != have->oid && (have->oid == INT8 || have->oid == INT4) &&
+                    (col->type_oid == INT2 || col->type_oid == INT4);
+    if (*out || !narrower)
+        return FIRN_OK;
+    char cond[64];
+    snprintf(cond, sizeof(cond), "atttypid = %u", (unsigned)col->type_oid);
+    return firn__table_column_matches(t, col->name, cond, out, err);
+}
+
 /* True when the table keeps a column the source no longer has (dropped since; DESIGN.md
  * "Schema evolution"): its values in changes from before the drop are not written. */
 static bool dropped_column(const firn__table *t, const char *name)
@@ -180,8 +200,10 @@ static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, f
                      rel->nspname, rel->relname);
             continue;
         }
-        if (idx < 0 || retyped(&rel->cols[i], m->table->pg->columns[idx].type))
-            *changed = true;
+        bool differs = idx < 0;
+        if (idx >= 0)
+            FIRN_TRY(col_differs(m->table, &rel->cols[i], idx, &differs, err));
+        *changed |= differs;
     }
     *changed |= dropped_required(m, rel) >= 0;
     return FIRN_OK;
@@ -346,7 +368,12 @@ static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err
             rc = firn__table_column_matches(t, col->name, "NOT attisdropped", &exists, err);
             if (rc == FIRN_OK && exists)
                 rc = plan_add(c, t, rel, col, &ch[n++], err);
-        } else if (idx >= 0 && retyped(col, t->pg->columns[idx].type)) {
+            continue;
+        }
+        bool differs = false;
+        if (idx >= 0)
+            rc = col_differs(t, col, idx, &differs, err);
+        if (rc == FIRN_OK && differs) {
             rc = plan_retype(c, t, rel, col, idx, &ch[n], &halted, err);
             n += rc == FIRN_OK && !halted;
         }

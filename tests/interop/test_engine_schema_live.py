@@ -147,15 +147,18 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
     with pg.connect(dbname=pg_db, autocommit=True) as conn:
         conn.execute("CREATE TABLE s (id int PRIMARY KEY, n int, v text); "
                      "INSERT INTO s SELECT g, g, 'v' FROM generate_series(1, 5) g; "
-                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o')")
+                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o'); "
+                     "CREATE TABLE w (id int PRIMARY KEY, b bigint); INSERT INTO w VALUES (1, 1)")
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["s", "o"], interval_s=0.2)
+        fe.setup(pg, ["s", "o", "w"], interval_s=0.2)
         fe.sync()
         proc = follow(fe)
         conn.execute("INSERT INTO s VALUES (6, 6, 'before')")
         conn.execute("ALTER TABLE s ALTER COLUMN n TYPE text")
         conn.execute("INSERT INTO s VALUES (7, 'seven', 'after')")
         conn.execute("UPDATE s SET n = 'one' WHERE id = 1")
+        conn.execute("ALTER TABLE w ALTER COLUMN b TYPE int")  # a narrowing
+        conn.execute("INSERT INTO w VALUES (2, 2)")
         conn.execute("UPDATE o SET v = 'o2'")
         conn.execute("INSERT INTO o VALUES (2, 'o-last')")
         # The other stream goes on.
@@ -171,6 +174,9 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
         log = (fe.root / "follow.log").read_text()
         assert rc == 3, log[-3000:]
         assert line in log, log[-3000:]
+        assert ('column \\"b\\" of \\"public.w\\" changed type to integer (Iceberg long -> '
+                'int is not a promotion)') in log, log[-3000:]
+        assert iceberg_ids(fe, "w") == [1]
         status = fe.run("status", *fe.sync_args, check=True).stdout
         assert "stopped at a schema change" in status, status
         compare(fe, conn, duck, "o")
@@ -185,10 +191,12 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
 
         # The remedy: drop the Iceberg table; the next run copies it again, nothing is lost.
         fe.catalog().drop_table(f"{NS}.s")
+        fe.catalog().drop_table(f"{NS}.w")
         conn.execute("UPDATE o SET v = 'o3' WHERE id = 1")
         fe.sync()
         compare(fe, conn, duck, "s")
         compare(fe, conn, duck, "o")
+        compare(fe, conn, duck, "w")
         conn.execute("INSERT INTO s VALUES (8, 'eight', 'later')")
         fe.sync()
         compare(fe, conn, duck, "s")
