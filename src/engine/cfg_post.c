@@ -195,6 +195,15 @@ void firn__cfg_source_defaults(firn_source_config *s)
     s->default_mode = FIRN_SYNC_FULL_REFRESH_CDC;
 }
 
+static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)
+{
+    for (size_t i = 0; i < ctx->n_seen; i++) {
+        if (ctx->seen[i].addr == addr)
+            return ctx->seen[i].path;
+    }
+    return fallback;
+}
+
 /* "firn_" + the database name folded to [a-z0-9_] (slot names allow nothing else). */
 static char *default_object_name(const char *database)
 {
@@ -236,6 +245,13 @@ firn_rc firn__cfg_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err
         s->create_publication = !s->publication_given;
     if (s->update_method == FIRN_UPDATE_CDC && !s->slot_given)
         return firn__cfg_fail(ctx, err, "missing required key \"update_method.replication_slot\"");
+    /* PostgreSQL's rule for slot names; it also keeps them out of harm in SQL text. */
+    const size_t n = strlen(s->slot);
+    if (n == 0 || n > 63 || strspn(s->slot, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\": a replication slot name has 1 to 63 characters, each a "
+                              "lower-case letter, a digit or '_'",
+                              seen_path(ctx, &s->slot, "slot"));
     return FIRN_OK;
 }
 
@@ -340,15 +356,6 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->persist_key_index_interval_ms = 600 * 1000;
     d->compact_small_files = 8;
     d->compact_delete_percent = 20;
-}
-
-static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *fallback)
-{
-    for (size_t i = 0; i < ctx->n_seen; i++) {
-        if (ctx->seen[i].addr == addr)
-            return ctx->seen[i].path;
-    }
-    return fallback;
 }
 
 /* A local path or file:// URL as an absolute file:// URL; NULL for other schemes. */
@@ -543,6 +550,10 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(ctx, err,
                               "missing required key \"catalog.warehouse\" (or OLake's "
                               "\"writer.iceberg_s3_path\")");
+    /* An empty warehouse would put the tables in the working folder. */
+    if (c->warehouse && (!c->warehouse[0] || strcmp(c->warehouse, "file://") == 0))
+        return firn__cfg_fail(ctx, err, "\"%s\" must not be empty",
+                              seen_path(ctx, &c->warehouse, "catalog.warehouse"));
     if (c->warehouse && c->kind == FIRN_CATALOG_SQL) {
         char *url = file_url(c->warehouse);
         if (url) {

@@ -196,6 +196,31 @@ static void table_properties(const firn__table *t, firn_props *props)
         firn_props_set(props, d->table_properties.items[i].key, d->table_properties.items[i].value);
 }
 
+/* Every file of a table goes under its location: a "." or ".." segment there (a REST catalog
+ * that builds the location from a name such as "../x") would put them elsewhere. */
+static firn_rc check_location(const firn__table *t, firn_err *err)
+{
+    const char *loc = t->cat.metadata->location;
+    char local[4096];
+    firn_err ignored = {0};
+    /* A file: location is percent-decoded before it is opened: check what is opened. */
+    const bool is_local = strncmp(loc, "file:", 5) == 0 &&
+                          firn_io_local_path(loc, local, sizeof(local), &ignored) == FIRN_OK;
+    const char *p = is_local ? local : strstr(loc, "://");
+    p = is_local ? p : p ? p + 3 : loc;
+    while (*p) {
+        const size_t n = strcspn(p, "/\\");
+        if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return firn_err_set(err, FIRN_ERR_CONFIG,
+                                "cannot write table \"%s\": its location \"%s\" has a \"%.*s\" "
+                                "segment and would lead out of the warehouse",
+                                t->display, loc, (int)n, p);
+        p += n;
+        p += *p ? 1 : 0;
+    }
+    return FIRN_OK;
+}
+
 static firn_rc create_table(firn__table *t, firn_err *err)
 {
     firn_catalog *cat = t->eng->catalog;
@@ -607,6 +632,7 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         FIRN_TRY(firn_catalog_load_table(t->eng->catalog, t->ns, t->name, &t->cat, err));
     else
         FIRN_TRY(create_table(t, err));
+    FIRN_TRY(check_location(t, err));
     int fv = t->cat.metadata->format_version;
     t->dv = fv >= 3;
     const int want_fv = (int)t->eng->cfg->destination.format_version;

@@ -326,18 +326,20 @@ load_table(firn_pg_conn *c, type_cache *tc, const rel_row *rel, firn_pg_table **
     return FIRN_OK;
 }
 
-/* Matches one pattern: "schema.table", "schema.*", "*", or "table" (schema public). */
+/* Matches one pattern: "schema.table", "schema.*", "*", or "table" (schema public). Schema and
+ * table names may hold dots themselves ("my.sch.t"): the pattern matches when it is the schema,
+ * a dot and the table (or "*"), wherever the dot falls. */
 static bool pattern_match(const char *pattern, const char *nsp, const char *rel, bool *explicit)
 {
     *explicit = strchr(pattern, '*') == NULL;
     if (strcmp(pattern, "*") == 0)
         return true;
-    const char *dot = strchr(pattern, '.');
-    const char *want_rel = dot ? dot + 1 : pattern;
-    size_t nsp_len = dot ? (size_t)(dot - pattern) : 6;
-    const char *want_nsp = dot ? pattern : "public";
-    if (strlen(nsp) != nsp_len || memcmp(nsp, want_nsp, nsp_len) != 0)
+    if (!strchr(pattern, '.'))
+        return strcmp(nsp, "public") == 0 && strcmp(pattern, rel) == 0;
+    const size_t nsp_len = strlen(nsp);
+    if (strncmp(pattern, nsp, nsp_len) != 0 || pattern[nsp_len] != '.')
         return false;
+    const char *want_rel = pattern + nsp_len + 1;
     return strcmp(want_rel, "*") == 0 || strcmp(want_rel, rel) == 0;
 }
 

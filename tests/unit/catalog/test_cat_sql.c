@@ -141,4 +141,49 @@ T_TEST(commits_and_conflicts)
     firn_catalog_free(c2);
 }
 
-T_MAIN(T_CASE(namespaces_and_tables), T_CASE(commits_and_conflicts))
+/* Table names are any text: the location keeps them inside the namespace's folder. */
+T_TEST(odd_names_stay_inside_the_warehouse)
+{
+    setup();
+    firn_err err = {0};
+    firn_catalog *c = open_cat();
+    T_OK_ERR(firn_catalog_create_namespace(c, "ns", NULL, &err), &err);
+    T_OK_ERR(firn_catalog_create_namespace(c, "a/b", NULL, &err), &err);
+    firn_schema *s = schema();
+    firn_table_create opts = {.schema = s};
+    static const struct {
+        const char *ns, *name, *segment;
+    } cases[] = {
+        {"ns", "../../../../tmp/pgevil", "ns/..~2F..~2F..~2F..~2Ftmp~2Fpgevil"},
+        {"ns", "..", "ns/~2E~2E"},
+        {"ns", ".", "ns/~2E"},
+        {"ns", "a\\b%2F\tc~", "ns/a~5Cb~252F~09c~7E"},
+        {"ns", "..x", "ns/..x"},
+        {"ns", "caf\xc3\xa9 \"q\"", "ns/caf\xc3\xa9 \"q\""},
+        {"a/b", "t", "a~2Fb/t"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        firn_catalog_table t;
+        T_OK_ERR(firn_catalog_create_table(c, cases[i].ns, cases[i].name, &opts, &t, &err), &err);
+        char want[512];
+        snprintf(want, sizeof(want), "file://%s/wh/%s", dir, cases[i].segment);
+        T_EQ_STR(t.metadata->location, want);
+        /* the metadata file is where the location says, inside the warehouse */
+        const char *path = t.metadata_location + strlen("file://");
+        T_TRUE(strncmp(path, want + strlen("file://"), strlen(want) - strlen("file://")) == 0);
+        FILE *f = fopen(path, "rb");
+        T_TRUE(f != NULL);
+        if (f)
+            fclose(f);
+        firn_catalog_table_deinit(&t);
+        T_OK_ERR(firn_catalog_load_table(c, cases[i].ns, cases[i].name, &t, &err), &err);
+        T_EQ_STR(t.metadata->location, want);
+        firn_catalog_table_deinit(&t);
+    }
+    firn_schema_free(s);
+    firn_catalog_free(c);
+}
+
+T_MAIN(T_CASE(namespaces_and_tables),
+       T_CASE(commits_and_conflicts),
+       T_CASE(odd_names_stay_inside_the_warehouse))
