@@ -131,21 +131,37 @@ firn_rc firn__cfg_bind_state_streams(cfg_ctx *ctx, const json_t *v, void *base, 
     return FIRN_OK;
 }
 
-/* OLake keeps an incremental stream's cursor as {"<cursor column>": value}. */
+/* OLake keeps an incremental stream's cursor as {"<cursor column>": value}, and a cursor
+ * "a:b" as {"a": value, "b": value}: read as cursor_field "a:b" with cursor_value [a, b]. */
 firn_rc
 firn__cfg_state_extra(cfg_ctx *ctx, const char *key, const json_t *v, void *base, firn_err *err)
 {
     firn_stream_state *s = base;
-    if (s->cursor_field && strcmp(s->cursor_field, key) != 0)
-        return firn__cfg_fail(ctx, err, "unknown key \"%s\" (a stream has one cursor, \"%s\")",
-                              firn__cfg_path(ctx), s->cursor_field);
     if (json_is_object(v) || json_is_array(v))
         return firn__cfg_fail(ctx, err, "unknown key \"%s\"", firn__cfg_path(ctx));
-    firn_free(s->cursor_field);
-    firn_free(s->cursor_value);
-    s->cursor_field = firn_strdup(key);
+    if (s->cursor_field && (strchr(s->cursor_field, ':') || strcmp(s->cursor_field, key) == 0))
+        return firn__cfg_fail(ctx, err,
+                              "unknown key \"%s\" (a stream has one cursor, \"%s\", and at most "
+                              "one fallback column)",
+                              firn__cfg_path(ctx), s->cursor_field);
     char *text = firn__cfg_json_text(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    s->cursor_value = text ? text : firn_strdup("null");
+    if (!text)
+        text = firn_strdup("null");
+    if (s->cursor_field) {
+        firn_buf f, val;
+        firn_buf_init(&f, 1 << 16);
+        firn_buf_init(&val, 1 << 20);
+        firn_rc_ignore(firn_buf_appendf(&f, "%s:%s", s->cursor_field, key));
+        firn_rc_ignore(firn_buf_appendf(&val, "[%s,%s]", s->cursor_value, text));
+        firn_free(s->cursor_field);
+        firn_free(s->cursor_value);
+        firn_free(text);
+        s->cursor_field = (char *)firn_buf_take(&f, NULL);
+        s->cursor_value = (char *)firn_buf_take(&val, NULL);
+        return FIRN_OK;
+    }
+    s->cursor_field = firn_strdup(key);
+    s->cursor_value = text;
     return FIRN_OK;
 }
 

@@ -115,6 +115,25 @@ T_TEST(olake_files_load)
     firn_config_free(&cfg);
 }
 
+/* OLake writes an "a:b" cursor as two keys; firn reads them as one cursor "a:b" with both
+ * values, whichever order they come in. */
+T_TEST(olake_two_cursor_keys)
+{
+    firn_config cfg = {0};
+    firn_err err = {0};
+    T_OK_ERR(parse(&cfg, "state",
+                   "{\"type\": \"STREAM\", \"streams\": [{\"stream\": \"t\", \"namespace\": "
+                   "\"public\", \"state\": {\"chunks\": [], \"updated_at\": "
+                   "\"2024-01-02T03:04:05Z\", \"created_at\": 17}}]}",
+                   &err),
+             &err);
+    const firn_stream_state *ss = firn_state_stream(&cfg.state, "public", "t", false);
+    T_TRUE(ss != NULL);
+    T_EQ_STR(ss->cursor_field, "updated_at:created_at");
+    T_EQ_STR(ss->cursor_value, "[\"2024-01-02T03:04:05Z\",17]");
+    firn_config_free(&cfg);
+}
+
 T_TEST(firn_files_load)
 {
     set_test_env();
@@ -189,9 +208,9 @@ T_TEST(unknown_keys_name_the_path)
                    "mean \"partition\"?)");
     T_CONFIG_ERROR("state",
                    "{\"streams\": [{\"stream\": \"t\", \"state\": {\"lsn\": \"0/1\", "
-                   "\"a\": 1, \"b\": 2}}]}",
-                   "state.json: unknown key \"streams[0].state.b\" (a stream has one cursor, "
-                   "\"a\")");
+                   "\"a\": 1, \"b\": 2, \"c\": 3}}]}",
+                   "state.json: unknown key \"streams[0].state.c\" (a stream has one cursor, "
+                   "\"a:b\", and at most one fallback column)");
 }
 
 T_TEST(bad_values_name_path_and_type)
@@ -650,6 +669,7 @@ T_TEST(readers_choose_format)
 
 T_MAIN(T_CASE(olake_files_load),
        T_CASE(readers_choose_format),
+       T_CASE(olake_two_cursor_keys),
        T_CASE(firn_files_load),
        T_CASE(unknown_keys_name_the_path),
        T_CASE(bad_values_name_path_and_type),
