@@ -225,6 +225,7 @@ typedef struct firn_pg_table {
     int64_t size_bytes;    /* pg_relation_size summed over leaves */
     firn_field *schema;    /* Iceberg schema (STRUCT, owned); field ids 1..N then nested ids */
     int32_t last_field_id; /* highest id used in schema */
+    char *filter; /* SQL condition every backfill COPY adds as "AND (filter)" (owned), or NULL */
 } firn_pg_table;
 
 typedef struct firn_pg_catalog firn_pg_catalog;
@@ -258,6 +259,14 @@ FIRN_MUST_CHECK firn_rc firn_pg_table_set_key(firn_pg_table *t,
                                               const char *const *names,
                                               size_t n_names,
                                               firn_err *err);
+/** Keeps only the columns i of t with keep[i] true (t->n_columns entries; source order is
+ * kept): the others are freed, field ids are numbered 1..N again, the key indexes follow and
+ * the schema is rebuilt. Every key column must be kept and one column at least (asserted). For
+ * a stream's `columns` selection, before anything reads t. Not thread-safe. */
+void firn_pg_table_keep_columns(firn_pg_table *t, const bool *keep);
+/** Sets the SQL condition the backfill COPY queries of t add to their WHERE (copied; NULL or ""
+ * clears it). The text is the operator's raw SQL, run with the source user's rights. */
+void firn_pg_table_set_filter(firn_pg_table *t, const char *filter);
 /** Writes the identifier field ids of t (t->n_key entries) into out (out_cap entries); returns
  * the count. */
 size_t firn_pg_table_identifier_ids(const firn_pg_table *t, int32_t *out, size_t out_cap);

@@ -188,7 +188,8 @@ static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, f
     for (uint16_t i = 0; i < rel->n_cols; i++) {
         int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
         m->batch_col[i] = idx;
-        if (idx < 0 && dropped_column(m->table, rel->cols[i].name))
+        if (idx < 0 && (dropped_column(m->table, rel->cols[i].name) ||
+                        firn__columns_left_out(m->table, rel->cols[i].name)))
             continue;
         bool exists = true;
         if (idx < 0)
@@ -363,7 +364,7 @@ static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err
     for (uint16_t i = 0; rc == FIRN_OK && !halted && i < rel->n_cols; i++) {
         const firn_pgo_relcol *col = &rel->cols[i];
         int32_t idx = m->batch_col[i];
-        if (idx < 0 && !dropped_column(t, col->name)) {
+        if (idx < 0 && !dropped_column(t, col->name) && !firn__columns_left_out(t, col->name)) {
             bool exists = true;
             rc = firn__table_column_matches(t, col->name, "NOT attisdropped", &exists, err);
             if (rc == FIRN_OK && exists)

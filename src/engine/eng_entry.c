@@ -187,6 +187,8 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
         if (rc == FIRN_OK)
             rc = check_replication(cfg, conninfo, err);
     }
+    if (rc == FIRN_OK && cfg->has_streams)
+        rc = firn__columns_check(cfg, c, err);
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "source ok: %s", firn_pg_conn_describe(c));
     firn_pg_conn_close(c);

@@ -447,10 +447,14 @@ static firn_rc copy_table(
     if (rc == FIRN_OK)
         rc = firn_pg_copy_select_list(t->pg, &cols);
     if (rc == FIRN_OK)
-        rc = firn_buf_appendf(&sql, "COPY (SELECT %s FROM %s WHERE ", (char *)cols.data,
+        rc = firn_buf_appendf(&sql, "COPY (SELECT %s FROM %s WHERE (", (char *)cols.data,
                               t->pg->qualified);
     if (rc == FIRN_OK)
         rc = build_where(pq, t, expr, p, &m, &sql, err);
+    if (rc == FIRN_OK && t->pg->filter) /* the stream's filter: docs/configuration.md */
+        rc = firn_buf_appendf(&sql, ") AND (%s", t->pg->filter);
+    if (rc == FIRN_OK)
+        rc = firn_buf_append_cstr(&sql, ")");
     if (rc == FIRN_OK)
         rc = firn_buf_append_cstr(&sql, ") TO STDOUT (FORMAT binary)");
     if (rc == FIRN_OK)

@@ -186,7 +186,14 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
                                      o->stream->namespace, o->stream->name, s->namespace, s->name,
                                      o->ns, o->name));
     }
+    firn_strlist left_out = {0};
+    firn_rc crc = firn__columns_setup(e, s, pg, &left_out, err);
+    if (crc) {
+        firn_strlist_deinit(&left_out);
+        return fail(crc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_DESTINATION, crc);
+    }
     firn__table *t = firn_calloc(1, sizeof(*t));
+    t->left_out = left_out;
     e->tables = firn_reallocarray(e->tables, e->n_tables + 1, sizeof(*e->tables));
     e->tables[e->n_tables++] = t;
     t->eng = e;

@@ -34,6 +34,7 @@ void firn__table_deinit(firn__table *t)
     firn_batch_free(t->buf);
     firn_free(t->backfill_chunks);
     firn_strlist_deinit(&t->default_added);
+    firn_strlist_deinit(&t->left_out);
     pthread_mutex_destroy(&t->mu);
 }
 

@@ -411,9 +411,11 @@ typedef struct firn__table {
     bool halted;           /* CDC: stopped at a schema change the table cannot take; its changes
                               are skipped and the slot is not confirmed past halt_lsn */
     uint64_t halt_lsn;
-    bool incompatible; /* the source has a type the table cannot take (check_promotions) */
-    bool key_retyped;  /* a promotion changed the encoding of key values: the key index is built
-                          again from the data files, not loaded */
+    bool incompatible;     /* the source has a type the table cannot take (check_promotions) */
+    bool key_retyped;      /* a promotion changed the encoding of key values: the key index is built
+                              again from the data files, not loaded */
+    firn_strlist left_out; /* source columns the stream's `columns` / `sync_new_columns` leave
+                              out: CDC drops their values (eng_columns.c) */
 } firn__table;
 
 struct firn__engine {
@@ -439,6 +441,34 @@ struct firn__engine {
     bool backfill_resume; /* the slot of an unfinished copy is kept: keyed tables copy only
                            * their missing chunks, as upserts (eng_backfill.c) */
 };
+
+/** Applies stream s's `columns`, `sync_new_columns` and `filter` to its source table pg
+ * (docs/configuration.md "Columns and filter"): the columns left out are removed from pg (so
+ * from the Iceberg schema and the COPY queries) and their names pushed to left_out; key,
+ * incremental cursor and partition source columns are kept with an INFO line. table_cols: the
+ * columns of the stream's existing Iceberg table, NULL when there is none or it is not known
+ * (`firn check`). FIRN_ERR_CONFIG naming the stream and column for a column the source table
+ * does not have. Not thread-safe. */
+FIRN_MUST_CHECK firn_rc firn__columns_apply(const firn_stream_config *s,
+                                            const firn_strlist *table_cols,
+                                            firn_pg_table *pg,
+                                            firn_strlist *left_out,
+                                            firn_err *err);
+/** firn__columns_apply for a sync: table_cols read from the stream's Iceberg table through
+ * e's catalog, and a warning per column the selection adds to or removes from a table that has
+ * rows. Catalog errors. */
+FIRN_MUST_CHECK firn_rc firn__columns_setup(firn__engine *e,
+                                            const firn_stream_config *s,
+                                            firn_pg_table *pg,
+                                            firn_strlist *left_out,
+                                            firn_err *err);
+/** True when CDC leaves out source column `name`, which t's source description lacks: a column
+ * the stream's `columns` left out, or any column added later when `sync_new_columns` is false
+ * (logged once per column). */
+bool firn__columns_left_out(firn__table *t, const char *name);
+/** `firn check` for the selected streams: every `columns` name exists in its source table, and
+ * each `filter` is valid SQL for it (EXPLAIN on c). FIRN_ERR_CONFIG naming the stream. */
+FIRN_MUST_CHECK firn_rc firn__columns_check(const firn_config *cfg, firn_pg_conn *c, firn_err *err);
 
 /** Opens or creates the Iceberg table of t (namespace too), evolves its schema to the source's,
  * aligns the batch schema's field ids with the table's, reads the committed position and the

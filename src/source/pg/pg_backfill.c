@@ -362,6 +362,15 @@ static firn_rc key_where(const firn_pg_chunk *c, firn_buf *sql)
     return FIRN_OK;
 }
 
+/* The end of a chunk's COPY: the stream's filter (docs/configuration.md "filter"), in
+ * parentheses so that its OR cannot widen the chunk's range. */
+static firn_rc chunk_sql_end(const firn_pg_chunk *c, bool has_where, firn_buf *sql)
+{
+    if (c->table->filter)
+        FIRN_TRY(firn_buf_appendf(sql, " %s (%s)", has_where ? "AND" : "WHERE", c->table->filter));
+    return firn_buf_append_cstr(sql, ") TO STDOUT (FORMAT binary)");
+}
+
 static firn_rc chunk_sql(const firn_pg_chunk *c, bool tid_ranges, firn_buf *sql)
 {
     FIRN_TRY(firn_buf_append_cstr(sql, "COPY (SELECT "));
@@ -369,14 +378,14 @@ static firn_rc chunk_sql(const firn_pg_chunk *c, bool tid_ranges, firn_buf *sql)
     FIRN_TRY(firn_buf_appendf(sql, " FROM ONLY %s", c->table->leaves[c->leaf].qualified));
     if (c->key_range) {
         FIRN_TRY(key_where(c, sql));
-        return firn_buf_append_cstr(sql, ") TO STDOUT (FORMAT binary)");
+        return chunk_sql_end(c, c->key_lo != INT64_MIN || c->key_hi != INT64_MAX, sql);
     }
     if (tid_ranges && c->start_block > 0)
         FIRN_TRY(firn_buf_appendf(sql, " WHERE ctid >= '(%u,0)'::tid", c->start_block));
     if (tid_ranges && c->end_block != UINT32_MAX)
         FIRN_TRY(firn_buf_appendf(sql, " %s ctid < '(%u,0)'::tid",
                                   c->start_block > 0 ? "AND" : "WHERE", c->end_block));
-    return firn_buf_append_cstr(sql, ") TO STDOUT (FORMAT binary)");
+    return chunk_sql_end(c, tid_ranges && (c->start_block > 0 || c->end_block != UINT32_MAX), sql);
 }
 
 static void worker_set_table(worker *w, const firn_pg_table *t)

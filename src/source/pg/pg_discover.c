@@ -72,6 +72,7 @@ static void table_free(firn_pg_table *t)
     firn_free(t->name);
     firn_free(t->qualified);
     firn_field_free(t->schema);
+    firn_free(t->filter);
     firn_free(t);
 }
 
@@ -460,4 +461,35 @@ size_t firn_pg_table_identifier_ids(const firn_pg_table *t, int32_t *out, size_t
     for (size_t k = 0; k < t->n_key && n < out_cap; k++)
         out[n++] = t->columns[t->key_columns[k]].field_id;
     return n;
+}
+
+void firn_pg_table_keep_columns(firn_pg_table *t, const bool *keep)
+{
+    size_t *new_index = firn_calloc(t->n_columns ? t->n_columns : 1, sizeof(size_t));
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_columns; i++) {
+        if (!keep[i]) {
+            firn_free(t->columns[i].name);
+            firn_pg_type_free(t->columns[i].type);
+            new_index[i] = SIZE_MAX;
+            continue;
+        }
+        new_index[i] = n;
+        t->columns[n++] = t->columns[i];
+    }
+    FIRN_ASSERT(n > 0);
+    for (size_t k = 0; k < t->n_key; k++) {
+        FIRN_ASSERT(new_index[t->key_columns[k]] != SIZE_MAX);
+        t->key_columns[k] = new_index[t->key_columns[k]];
+    }
+    t->n_columns = n;
+    firn_free(new_index);
+    firn_field_free(t->schema);
+    build_schema(t);
+}
+
+void firn_pg_table_set_filter(firn_pg_table *t, const char *filter)
+{
+    firn_free(t->filter);
+    t->filter = filter && filter[0] ? firn_strdup(filter) : NULL;
 }
