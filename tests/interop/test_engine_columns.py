@@ -115,12 +115,22 @@ def test_filter_on_backfill_not_cdc(pg, pg_db, firn_bin, duck, tmp_path):
         conn.execute("CREATE TABLE g (id int PRIMARY KEY, v text);"
                      "INSERT INTO g SELECT n, 'g' || n FROM generate_series(1, 30) n;"
                      "CREATE TABLE h (id int PRIMARY KEY, v text, keep bool);"
-                     "INSERT INTO h SELECT n, 'h' || n, n % 3 = 0 FROM generate_series(1, 30) n")
+                     "INSERT INTO h SELECT n, 'h' || n, n % 3 = 0 FROM generate_series(1, 30) n;"
+                     "CREATE TABLE i (id int PRIMARY KEY, u int, v text, junk text);"
+                     "INSERT INTO i SELECT n, n, CASE WHEN n % 4 = 0 THEN 'skip' ELSE 'i' END, "
+                     "'j' FROM generate_series(1, 20) n")
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
         fe.setup(pg, [])
         fe.write_streams([("g", {"sync_mode": "full_refresh", "filter": "id % 2 = 0 OR id = 7"}),
-                          ("h", {"filter": "keep"})])
-        fe.sync()
+                          ("h", {"filter": "keep"}),
+                          ("i", {"sync_mode": "incremental", "cursor_field": "u",
+                                 "columns": ["v"], "filter": "v <> 'skip' OR u IS NULL"})])
+        out = fe.sync()
+        assert 'column \\"u\\" is not selected but is the cursor_field' in out.stderr
+        assert ice_columns(fe, "i") == ["id", "u", "v"]
+        assert ice_rows(fe, duck, "i", ["id", "u", "v"]) == src_rows(conn, "i", ["id", "u", "v"],
+                                                                      "v <> 'skip'")
+        conn.execute("INSERT INTO i VALUES (21, 21, 'skip', 'j'), (22, 22, 'late', 'j')")
         assert ice_rows(fe, duck, "g", ["id", "v"]) == src_rows(conn, "g", ["id", "v"],
                                                                  "id % 2 = 0 OR id = 7")
         assert ice_rows(fe, duck, "h", ["id", "v"]) == src_rows(conn, "h", ["id", "v"], "keep")
@@ -134,6 +144,8 @@ def test_filter_on_backfill_not_cdc(pg, pg_db, firn_bin, duck, tmp_path):
         assert ice_rows(fe, duck, "h", ["id", "v"]) == want
         assert ice_rows(fe, duck, "g", ["id", "v"]) == src_rows(conn, "g", ["id", "v"],
                                                                  "id % 2 = 0 OR id = 7")
+        assert ice_rows(fe, duck, "i", ["id", "u", "v"]) == src_rows(conn, "i", ["id", "u", "v"],
+                                                                      "v <> 'skip'")
 
 
 def test_check_reports_bad_filter_and_unknown_column(pg, pg_db, firn_bin, tmp_path):
