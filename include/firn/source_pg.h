@@ -72,6 +72,25 @@ FIRN_MUST_CHECK firn_rc firn_pg_conn_query_value(
 /** A redacted description of the target for logs: "host=h port=p dbname=d user=u". */
 const char *firn_pg_conn_describe(const firn_pg_conn *c);
 
+/** Room for any quoted PostgreSQL identifier or literal of a name of at most 63 bytes
+ * (NAMEDATALEN - 1): every byte doubled, two quotes and a NUL. */
+#define FIRN_PG_QUOTED_MAX 130
+
+/** Appends s to b as a PostgreSQL identifier: in double quotes, embedded quotes doubled
+ * ("a""b"), so any text names exactly that object. For SQL that runs and for the remedies
+ * messages print (ALTER PUBLICATION ... ADD TABLE ...): the one quoting of names in firn.
+ * Errors: FIRN_ERR_TOO_LARGE past b's maximum. Thread-safe (b is the caller's). */
+FIRN_MUST_CHECK firn_rc firn_pg_ident_append(firn_buf *b, const char *s);
+
+/** s as a quoted identifier (as firn_pg_ident_append) in out (cap bytes, at least 3), for
+ * messages; returns out. A name that does not fit is cut at a character boundary and still
+ * closed with a quote, so the text stays one identifier. Never fails; thread-safe. */
+const char *firn_pg_ident_text(char *out, size_t cap, const char *s);
+
+/** s as a quoted string literal ('it''s') in out, for messages, cut like firn_pg_ident_text;
+ * returns out. Never fails; thread-safe. */
+const char *firn_pg_literal_text(char *out, size_t cap, const char *s);
+
 /* ------------------------------------------------------------------------------------------------
  * Types: the one mapping table (docs/type-mapping.md) and the per-value decoders
  * ----------------------------------------------------------------------------------------------*/

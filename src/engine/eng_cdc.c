@@ -62,9 +62,14 @@ static firn__table *table_named(firn__engine *e, const char *ns, const char *nam
             return t;
         /* publish_via_partition_root off: leaves are routed to the root's table. */
         for (size_t l = 0; l < t->pg->n_leaves; l++) {
-            char q[512];
-            snprintf(q, sizeof(q), "\"%s\".\"%s\"", ns, name);
-            if (strcmp(t->pg->leaves[l].qualified, q) == 0)
+            firn_buf q;
+            firn_buf_init(&q, 4 * FIRN_PG_QUOTED_MAX);
+            firn_rc rc = firn_pg_ident_append(&q, ns);
+            rc = rc ? rc : firn_buf_append_cstr(&q, ".");
+            rc = rc ? rc : firn_pg_ident_append(&q, name);
+            const bool same = !rc && strcmp(t->pg->leaves[l].qualified, (char *)q.data) == 0;
+            firn_buf_deinit(&q);
+            if (same)
                 return t;
         }
     }

@@ -3,6 +3,7 @@
 #include "cfg_int.h"
 #include "engine_int.h"
 
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -55,35 +56,40 @@ static bool wants_cdc(const firn_config *cfg)
 /* When firn is to create the publication: CREATE PUBLICATION ... FOR TABLE needs a superuser
  * or the owner of every table (the CREATE privilege is not enough); names the tables the
  * source user cannot publish. */
+/* Appends s as a SQL literal (PQescapeLiteral: quotes and backslashes). */
+static void append_literal(firn_buf *q, PGconn *pq, const char *s)
+{
+    char *lit = PQescapeLiteral(pq, s ? s : "", s ? strlen(s) : 0);
+    firn_rc_ignore(firn_buf_append_cstr(q, lit ? lit : "NULL"));
+    PQfreemem(lit);
+}
+
 static firn_rc check_publication_owner(const firn_config *cfg, firn_pg_conn *c, firn_err *err)
 {
     const firn_source_config *src = &cfg->source;
-    if (!src->create_publication || !cfg->has_streams || strchr(src->publication, '\''))
+    if (!src->create_publication || !cfg->has_streams)
         return FIRN_OK;
+    PGconn *pq = firn_pg_conn_pq(c);
     firn_buf q;
     firn_buf_init(&q, 1 << 20);
-    firn_rc_ignore(firn_buf_appendf(
-        &q,
-        "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '%s') OR "
-        "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN '' ELSE "
-        "coalesce((SELECT left(string_agg(format('%%I.%%I', n.nspname, c.relname), ', '), 150) "
-        "FROM "
-        "pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT "
-        "pg_has_role(c.relowner, 'USAGE') AND (n.nspname, c.relname) IN (('', '')",
-        src->publication));
+    firn_rc_ignore(
+        firn_buf_append_cstr(&q, "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_publication WHERE "
+                                 "pubname = "));
+    append_literal(&q, pq, src->publication);
+    firn_rc_ignore(firn_buf_append_cstr(
+        &q, ") OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN '' ELSE "
+            "coalesce((SELECT left(string_agg(format('%I.%I', n.nspname, c.relname), ', '), 150) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT "
+            "pg_has_role(c.relowner, 'USAGE') AND (n.nspname, c.relname) IN (('', '')"));
     for (size_t i = 0; i < cfg->streams.count; i++) {
         const firn_stream_config *s = &cfg->streams.items[i];
         if (!s->selected ||
             (s->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC && s->sync_mode != FIRN_SYNC_CDC_ONLY))
             continue;
         firn_rc_ignore(firn_buf_append_cstr(&q, ", ("));
-        for (int part = 0; part < 2; part++) {
-            const char *name = part ? s->name : s->namespace;
-            firn_rc_ignore(firn_buf_append_cstr(&q, part ? ", '" : "'"));
-            for (const char *p = name ? name : ""; *p; p++)
-                firn_rc_ignore(firn_buf_append(&q, *p == '\'' ? "''" : p, *p == '\'' ? 2 : 1));
-            firn_rc_ignore(firn_buf_append_cstr(&q, "'"));
-        }
+        append_literal(&q, pq, s->namespace);
+        firn_rc_ignore(firn_buf_append_cstr(&q, ", "));
+        append_literal(&q, pq, s->name);
         firn_rc_ignore(firn_buf_append_cstr(&q, ")"));
     }
     firn_rc_ignore(firn_buf_append_cstr(&q, ")), '') END"));

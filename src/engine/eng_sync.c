@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -165,14 +166,15 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
          * fields are required): refuse before anything is written. */
         for (size_t k = 0; k < pg->n_key && !s->append_mode; k++) {
             const firn_pg_column *col = &pg->columns[pg->key_columns[k]];
+            char qcol[FIRN_PG_QUOTED_MAX];
             if (!col->not_null)
                 return fail(FIRN_FAULT_CONFIG,
                             firn_err_set(err, FIRN_ERR_CONFIG,
                                          "stream \"%s.%s\": primary_key column \"%s\" allows "
-                                         "NULL; run ALTER TABLE %s ALTER COLUMN \"%s\" SET NOT "
+                                         "NULL; run ALTER TABLE %s ALTER COLUMN %s SET NOT "
                                          "NULL, or pick NOT NULL columns",
                                          s->namespace, s->name, col->name, pg->qualified,
-                                         col->name));
+                                         firn_pg_ident_text(qcol, sizeof(qcol), col->name)));
         }
     }
     for (size_t i = 0; i < e->n_tables; i++) {
@@ -286,17 +288,33 @@ static bool slot_exists(firn__engine *e, const char *slot, firn_err *err, firn_r
     return *rc == FIRN_OK && strcmp(out, "1") == 0;
 }
 
+/* "1" in out when the publication exists, else "0". */
+static firn_rc publication_exists(firn__engine *e, char *out, size_t cap, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(e->sql);
+    const char *name = e->cfg->source.publication;
+    char *lit = PQescapeLiteral(pq, name, strlen(name));
+    if (!lit)
+        return firn_err_set(err, FIRN_ERR_SOURCE, "could not quote publication name \"%s\"", name);
+    firn_buf q;
+    firn_buf_init(&q, 4096);
+    firn_rc rc =
+        firn_buf_appendf(&q, "SELECT count(*) FROM pg_publication WHERE pubname = %s", lit);
+    PQfreemem(lit);
+    if (rc == FIRN_OK)
+        rc = firn_pg_conn_query_value(e->sql, (const char *)q.data, out, cap, err);
+    else
+        rc = firn_err_set(err, rc, "publication name \"%s\" is too long", name);
+    firn_buf_deinit(&q);
+    return rc;
+}
+
 /* Creates the publication for the CDC tables when firn may and it is missing. */
 static firn_rc ensure_publication(firn__engine *e, firn_err *err)
 {
     const firn_source_config *src = &e->cfg->source;
-    char sql[1024], out[16];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_publication WHERE pubname = '%s'",
-             src->publication);
-    if (strchr(src->publication, '\''))
-        return firn_err_set(err, FIRN_ERR_CONFIG, "invalid publication name \"%s\"",
-                            src->publication);
-    FIRN_TRY(firn_pg_conn_query_value(e->sql, sql, out, sizeof(out), err));
+    char out[16];
+    FIRN_TRY(publication_exists(e, out, sizeof(out), err));
     if (strcmp(out, "0") != 0 || !src->create_publication)
         return FIRN_OK;
     /* Creating a publication on a server that cannot stream it would only leave it behind. */
@@ -308,7 +326,9 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
                             out);
     firn_buf b;
     firn_buf_init(&b, 1 << 20);
-    firn_rc_ignore(firn_buf_appendf(&b, "CREATE PUBLICATION \"%s\" FOR TABLE ", src->publication));
+    firn_rc_ignore(firn_buf_append_cstr(&b, "CREATE PUBLICATION "));
+    firn_rc_ignore(firn_pg_ident_append(&b, src->publication));
+    firn_rc_ignore(firn_buf_append_cstr(&b, " FOR TABLE "));
     bool first = true;
     for (size_t i = 0; i < e->n_tables; i++) {
         if (!e->tables[i]->cdc)

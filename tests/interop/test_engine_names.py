@@ -73,3 +73,78 @@ def test_empty_warehouse_is_an_error(pg, pg_db, firn_bin, tmp_path):
         proc = fe.run("check", "--destination", str(fe.destination), "--log", "error")
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr == f'firn: {fe.destination}: "catalog.warehouse" must not be empty\n'
+
+
+def check_line(fe: FirnEnv) -> str:
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams),
+                  "--log", "error")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 3 and len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_remedies_quote_names_and_run_as_printed(pg, pg_db, firn_bin, tmp_path):
+    """A table whose name holds quotes: the ALTER PUBLICATION check prints adds exactly that
+    table when run as printed (and nothing else happens); every missing table is named in one
+    line."""
+    evil = 'a"; DROP TABLE victim; --'
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE victim (id int PRIMARY KEY)")
+        conn.execute(f"CREATE TABLE {qi(evil)} (id int PRIMARY KEY)")
+        conn.execute('CREATE TABLE "b""q" (id int PRIMARY KEY)')
+        conn.execute("CREATE PUBLICATION \"it's\" FOR TABLE victim")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.write_source(pg, slot=f"firn_{pg_db}", publication="it's", create_publication=False)
+    fe.write_destination()
+    fe.write_streams([evil, 'b"q'])
+    line = check_line(fe)
+    stmt = ('ALTER PUBLICATION "it\'s" ADD TABLE "public"."a""; DROP TABLE victim; --", '
+            '"public"."b""q"')
+    assert line == ('firn: publication "it\'s" does not cover 2 tables: '
+                    f'"public.{evil}", "public.b"q"; run {stmt}'), line
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(line.split("; run ", 1)[1])
+        got = conn.execute("SELECT tablename FROM pg_publication_tables WHERE pubname = 'it''s' "
+                           "ORDER BY 1").fetchall()
+    assert [r[0] for r in got] == [evil, 'b"q', "victim"]
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_replica_identity_before_coverage(pg, pg_db, firn_bin, tmp_path):
+    """A keyless table with REPLICA IDENTITY DEFAULT outside the publication: adding it first
+    would break the application's UPDATEs, so check names the replica identity first."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE keyed (id int PRIMARY KEY)")
+        conn.execute('CREATE TABLE "no""pk" (v text)')
+        conn.execute("CREATE PUBLICATION pub FOR TABLE keyed")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.write_source(pg, slot=f"firn_{pg_db}", publication="pub", create_publication=False)
+    fe.write_destination()
+    fe.write_streams(["keyed", ('no"pk', {"append_mode": True})])
+    line = check_line(fe)
+    assert line == ('firn: table "public.no"pk" has no primary key, so its updates and deletes '
+                    'cannot be replicated; add a primary key or run ALTER TABLE "public"."no""pk" '
+                    'REPLICA IDENTITY FULL before adding it to the publication'), line
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(line.split(" or run ", 1)[1].split(" before ")[0])
+    line = check_line(fe)
+    assert line == ('firn: publication "pub" does not cover table "public.no"pk"; run ALTER '
+                    'PUBLICATION "pub" ADD TABLE "public"."no""pk"'), line
+
+
+def test_created_publication_with_quotes_in_its_name(pg, pg_db, firn_bin, tmp_path):
+    pub = 'p"ub\'s'
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute('CREATE TABLE "t""1" (id int PRIMARY KEY, v text)')
+        conn.execute("""INSERT INTO "t""1" VALUES (1, 'x')""")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.write_source(pg, slot=f"firn_{pg_db}", publication=pub, create_publication=True)
+    fe.write_destination()
+    fe.write_streams(['t"1'])
+    fe.sync()
+    with pg.connect(dbname=pg_db) as conn:
+        got = conn.execute("SELECT pubname, tablename FROM pg_publication_tables").fetchall()
+    assert got == [(pub, 't"1')]
+    assert fe.catalog().load_table(("e2e", 't"1')).scan().to_arrow().column("v").to_pylist() \
+        == ["x"]

@@ -327,8 +327,14 @@ static firn_rc worker_connect(worker *w, firn_err *err)
         firn_pg_conn_exec(w->conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", err);
     if (rc)
         return rc;
-    char sql[128];
-    snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", w->r->opts->snapshot);
+    /* The name comes from the state file when a backfill resumes: a literal, never SQL. */
+    const char *snap = w->r->opts->snapshot;
+    char *lit = PQescapeLiteral(firn_pg_conn_pq(w->conn), snap, strlen(snap));
+    if (!lit)
+        return firn_err_set(err, FIRN_ERR_SOURCE, "could not quote snapshot name \"%s\"", snap);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT %.200s", lit);
+    PQfreemem(lit);
     PGresult *res = PQexec(firn_pg_conn_pq(w->conn), sql);
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
         const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);

@@ -314,6 +314,45 @@ firn_rc firn__pg_quote_ident(firn_buf *b, const char *s)
     return firn_buf_append(b, "\"", 1);
 }
 
+firn_rc firn_pg_ident_append(firn_buf *b, const char *s)
+{
+    return firn__pg_quote_ident(b, s);
+}
+
+/* s between quote characters q, each q in s doubled, cut to fit cap (UTF-8 aware). */
+static const char *quote_text(char *out, size_t cap, const char *s, char q)
+{
+    FIRN_ASSERT(cap >= 3);
+    size_t n = 0;
+    out[n++] = q;
+    for (const char *p = s; *p;) {
+        size_t len = 1;
+        while ((p[len] & 0xC0) == 0x80)
+            len++;
+        const size_t need = len + (*p == q ? 1 : 0);
+        if (n + need + 2 > cap)
+            break;
+        if (*p == q)
+            out[n++] = q;
+        memcpy(out + n, p, len);
+        n += len;
+        p += len;
+    }
+    out[n++] = q;
+    out[n] = '\0';
+    return out;
+}
+
+const char *firn_pg_ident_text(char *out, size_t cap, const char *s)
+{
+    return quote_text(out, cap, s, '"');
+}
+
+const char *firn_pg_literal_text(char *out, size_t cap, const char *s)
+{
+    return quote_text(out, cap, s, '\'');
+}
+
 int firn__pg_conn_money_scale(firn_pg_conn *c)
 {
     if (c->money_scale >= 0)

@@ -4,6 +4,7 @@
  * invalidated), publications (exist, cover every table), replica identity, privileges; and the
  * tables at risk of unchanged TOAST values. Runs simple-protocol SQL on the replication
  * connection (walsenders accept only the simple query protocol). */
+#include "firn/source_pg.h"
 #include "pgo_stream_int.h"
 
 #include <string.h>
@@ -59,6 +60,30 @@ static bool val_true(const PGresult *res, int row, int col)
     return !PQgetisnull(res, row, col) && PQgetvalue(res, row, col)[0] == 't';
 }
 
+/* Quoted names for the remedies the messages print (firn_pg_ident_text): "a""b"."t". */
+typedef struct qname {
+    char v[2 * FIRN_PG_QUOTED_MAX + 2];
+} qname;
+
+static const char *qident(qname *q, const char *s)
+{
+    return firn_pg_ident_text(q->v, sizeof(q->v), s);
+}
+
+static const char *qtable(qname *q, const firn_pgo_table *t)
+{
+    char name[FIRN_PG_QUOTED_MAX];
+    firn_pg_ident_text(q->v, FIRN_PG_QUOTED_MAX, t->schema);
+    const size_t n = strlen(q->v);
+    snprintf(q->v + n, sizeof(q->v) - n, ".%s", firn_pg_ident_text(name, sizeof(name), t->name));
+    return q->v;
+}
+
+static const char *qlit(qname *q, const char *s)
+{
+    return firn_pg_literal_text(q->v, sizeof(q->v), s);
+}
+
 static firn_rc check_server(chk *c)
 {
     FIRN_TRY(q_start(c, "SELECT current_setting('wal_level'), current_user, "
@@ -71,11 +96,12 @@ static firn_rc check_server(chk *c)
                             "wal_level is \"%s\" but logical replication needs \"logical\"; run "
                             "ALTER SYSTEM SET wal_level = logical and restart the server",
                             wal_level);
+    qname role;
     if (!val_true(c->res, 0, 2))
         return firn_err_set(c->err, FIRN_ERR_PERMISSION,
-                            "role \"%s\" lacks the REPLICATION attribute; run ALTER ROLE \"%s\" "
+                            "role \"%s\" lacks the REPLICATION attribute; run ALTER ROLE %s "
                             "REPLICATION",
-                            PQgetvalue(c->res, 0, 1), PQgetvalue(c->res, 0, 1));
+                            PQgetvalue(c->res, 0, 1), qident(&role, PQgetvalue(c->res, 0, 1)));
     return FIRN_OK;
 }
 
@@ -89,21 +115,24 @@ static firn_rc check_slot(chk *c, bool may_be_missing)
                                          "WHERE slot_name = "));
     FIRN_TRY(q_lit(c, slot));
     FIRN_TRY(run(c, "read replication slots"));
+    qname lit;
+    const char *slot_lit = qlit(&lit, slot);
     if (PQntuples(c->res) == 0) {
         if (may_be_missing)
             return FIRN_OK;
         return firn_err_set(c->err, FIRN_ERR_NOT_FOUND,
                             "replication slot \"%s\" does not exist; create it with SELECT "
-                            "pg_create_logical_replication_slot('%s', 'pgoutput')",
-                            slot, slot);
+                            "pg_create_logical_replication_slot(%s, 'pgoutput')",
+                            slot, slot_lit);
     }
     const char *plugin = PQgetvalue(c->res, 0, 0);
     if (strcmp(PQgetvalue(c->res, 0, 1), "logical") != 0 || strcmp(plugin, "pgoutput") != 0)
         return firn_err_set(c->err, FIRN_ERR_CONFIG,
                             "replication slot \"%s\" uses plugin \"%s\", not pgoutput; drop it "
-                            "with SELECT pg_drop_replication_slot('%s') and create it with "
-                            "SELECT pg_create_logical_replication_slot('%s', 'pgoutput')",
-                            slot, PQgetisnull(c->res, 0, 0) ? "(physical)" : plugin, slot, slot);
+                            "with SELECT pg_drop_replication_slot(%s) and create it with "
+                            "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')",
+                            slot, PQgetisnull(c->res, 0, 0) ? "(physical)" : plugin, slot_lit,
+                            slot_lit);
     if (strcmp(PQgetvalue(c->res, 0, 2), PQgetvalue(c->res, 0, 6)) != 0)
         return firn_err_set(c->err, FIRN_ERR_CONFIG,
                             "replication slot \"%s\" belongs to database \"%s\", not \"%s\"; "
@@ -113,8 +142,8 @@ static firn_rc check_slot(chk *c, bool may_be_missing)
         return firn_err_set(c->err, FIRN_ERR_SOURCE,
                             "replication slot \"%s\" is invalidated (wal_status lost): the WAL "
                             "it needed was removed; drop it with SELECT "
-                            "pg_drop_replication_slot('%s'), create it again and backfill",
-                            slot, slot);
+                            "pg_drop_replication_slot(%s), create it again and backfill",
+                            slot, slot_lit);
     if (val_true(c->res, 0, 3) && c->s->cfg.slot_may_be_active) {
         FIRN_LOG(FIRN_LOG_INFO, "pg", "replication slot \"%s\" is in use by PID %s", slot,
                  PQgetvalue(c->res, 0, 4));
@@ -143,12 +172,13 @@ static firn_rc check_publications(chk *c, bool *out_upd_del, bool *out_missing)
             *out_missing = *out_upd_del = true;
             continue;
         }
+        qname q;
         if (PQntuples(c->res) == 0)
             return firn_err_set(c->err, FIRN_ERR_NOT_FOUND,
                                 "publication \"%s\" does not exist; have a table owner or "
-                                "superuser run CREATE PUBLICATION \"%s\" FOR TABLE ... WITH "
+                                "superuser run CREATE PUBLICATION %s FOR TABLE ... WITH "
                                 "(publish_via_partition_root = true)",
-                                pub, pub);
+                                pub, qident(&q, pub));
         if (val_true(c->res, 0, 0))
             *out_upd_del = true;
     }
@@ -183,33 +213,34 @@ static firn_rc read_table(chk *c, const firn_pgo_table *t)
     return FIRN_OK;
 }
 
-static firn_rc
-check_table(chk *c, const firn_pgo_table *t, bool upd_del, bool pub_missing, firn_pgo_report *rep)
+/* Permission and replica identity of one table (the identity first: adding a table without one
+ * to a publication that carries updates makes PostgreSQL refuse the application's UPDATEs and
+ * DELETEs on it); *out_covered: a publication carries it. */
+static firn_rc check_table(chk *c,
+                           const firn_pgo_table *t,
+                           bool upd_del,
+                           bool pub_missing,
+                           firn_pgo_report *rep,
+                           bool *out_covered)
 {
     FIRN_TRY(read_table(c, t));
     const char kind = PQgetvalue(c->res, 0, 0)[0];
     const char ident = PQgetvalue(c->res, 0, 1)[0];
-    const char *role = PQuser(c->s->conn);
+    qname qt, qr;
     if (!val_true(c->res, 0, 2))
         return firn_err_set(c->err, FIRN_ERR_PERMISSION,
-                            "permission denied for table \"%s.%s\"; run GRANT SELECT ON "
-                            "\"%s\".\"%s\" TO \"%s\"",
-                            t->schema, t->name, t->schema, t->name, role);
-    if (!pub_missing && !val_true(c->res, 0, 5))
-        return firn_err_set(c->err, FIRN_ERR_CONFIG,
-                            "publication \"%s\" does not cover table \"%s.%s\"; run ALTER "
-                            "PUBLICATION \"%s\" ADD TABLE \"%s\".\"%s\"",
-                            c->s->cfg.publications[0], t->schema, t->name,
-                            c->s->cfg.publications[0], t->schema, t->name);
+                            "permission denied for table \"%s.%s\"; run GRANT SELECT ON %s TO %s",
+                            t->schema, t->name, qtable(&qt, t), qident(&qr, PQuser(c->s->conn)));
+    *out_covered = pub_missing || val_true(c->res, 0, 5);
     const bool has_pk = val_true(c->res, 0, 3);
     if (kind != 'p' && upd_del && (ident == 'n' || (ident == 'd' && !has_pk)))
-        return firn_err_set(c->err, FIRN_ERR_CONFIG,
-                            "table \"%s.%s\" has %s, so its updates and deletes cannot be "
-                            "replicated; add a primary key or run ALTER TABLE \"%s\".\"%s\" "
-                            "REPLICA IDENTITY FULL",
-                            t->schema, t->name,
-                            ident == 'n' ? "REPLICA IDENTITY NOTHING" : "no primary key", t->schema,
-                            t->name);
+        return firn_err_set(
+            c->err, FIRN_ERR_CONFIG,
+            "table \"%s.%s\" has %s, so its updates and deletes cannot be "
+            "replicated; add a primary key or run ALTER TABLE %s REPLICA "
+            "IDENTITY FULL%s",
+            t->schema, t->name, ident == 'n' ? "REPLICA IDENTITY NOTHING" : "no primary key",
+            qtable(&qt, t), *out_covered ? "" : " before adding it to the publication");
     if (rep && ident != 'f' && val_true(c->res, 0, 4)) {
         rep->toast_risk = firn_reallocarray(rep->toast_risk, rep->n_toast_risk + 1, sizeof(char *));
         firn_buf name;
@@ -218,6 +249,68 @@ check_table(chk *c, const firn_pgo_table *t, bool upd_del, bool pub_missing, fir
         rep->toast_risk[rep->n_toast_risk++] = (char *)firn_buf_take(&name, NULL);
     }
     return FIRN_OK;
+}
+
+/* One error naming every table no publication covers (up to 5 by name, then a count) and the
+ * ALTER PUBLICATION that adds them all; a statement too long for the message is logged. */
+static firn_rc
+coverage_error(chk *c, const firn_pgo_table *tables, const size_t *missing, size_t n_missing)
+{
+    firn_buf msg, stmt;
+    firn_buf_init(&msg, 1 << 20);
+    firn_buf_init(&stmt, 1 << 20);
+    qname qp, qt;
+    const char *pub = c->s->cfg.publications[0];
+    firn_rc_ignore(firn_buf_appendf(&stmt, "ALTER PUBLICATION %s ADD TABLE ", qident(&qp, pub)));
+    firn_rc_ignore(firn_buf_appendf(&msg, "publication \"%s\" does not cover ", pub));
+    if (n_missing > 1)
+        firn_rc_ignore(firn_buf_appendf(&msg, "%zu tables: ", n_missing));
+    else
+        firn_rc_ignore(firn_buf_append_cstr(&msg, "table "));
+    for (size_t i = 0; i < n_missing; i++) {
+        const firn_pgo_table *t = &tables[missing[i]];
+        firn_rc_ignore(firn_buf_appendf(&stmt, "%s%s", i ? ", " : "", qtable(&qt, t)));
+        if (i < 5)
+            firn_rc_ignore(
+                firn_buf_appendf(&msg, "%s\"%s.%s\"", i ? ", " : "", t->schema, t->name));
+        else if (i == 5)
+            firn_rc_ignore(firn_buf_appendf(&msg, " and %zu more", n_missing - 5));
+    }
+    const char *m = (const char *)msg.data, *sql = (const char *)stmt.data;
+    firn_rc rc;
+    if (msg.len + stmt.len + 8 < FIRN_ERR_MSG_MAX) {
+        rc = firn_err_set(c->err, FIRN_ERR_CONFIG, "%s; run %s", m, sql);
+    } else {
+        FIRN_LOG(FIRN_LOG_ERROR, "pg", "publication \"%s\" lacks tables; add them with: %s", pub,
+                 sql);
+        rc = firn_err_set(c->err, FIRN_ERR_CONFIG,
+                          "%s; run the ALTER PUBLICATION ... ADD TABLE logged above", m);
+    }
+    firn_buf_deinit(&msg);
+    firn_buf_deinit(&stmt);
+    return rc;
+}
+
+static firn_rc check_tables(chk *c,
+                            const firn_pgo_table *tables,
+                            size_t n_tables,
+                            bool upd_del,
+                            bool pub_missing,
+                            firn_pgo_report *rep)
+{
+    size_t *missing = firn_calloc(n_tables ? n_tables : 1, sizeof(size_t));
+    size_t n_missing = 0;
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; !rc && i < n_tables; i++) {
+        bool covered = true;
+        rc = check_table(c, &tables[i], upd_del, pub_missing, rep, &covered);
+        if (!rc && !covered)
+            missing[n_missing++] = i;
+    }
+    if (!rc && n_missing)
+        rc = coverage_error(c, tables, missing, n_missing);
+    firn_free(missing);
+    return rc;
 }
 
 firn_rc firn_pgo_stream_preflight(firn_pgo_stream *s,
@@ -235,8 +328,7 @@ firn_rc firn_pgo_stream_preflight(firn_pgo_stream *s,
     firn_rc rc = check_server(&c);
     rc = rc ? rc : check_slot(&c, slot_may_be_missing);
     rc = rc ? rc : check_publications(&c, &upd_del, &pub_missing);
-    for (size_t i = 0; !rc && i < n_tables; i++)
-        rc = check_table(&c, &tables[i], upd_del, pub_missing, rep);
+    rc = rc ? rc : check_tables(&c, tables, n_tables, upd_del, pub_missing, rep);
     if (rc == FIRN_ERR_TOO_LARGE && err && err->code == FIRN_OK)
         rc = firn_err_set(err, rc, "preflight query is too long");
     PQclear(c.res);
