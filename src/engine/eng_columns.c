@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The column names of a discovered `type_schema` (firn's Iceberg JSON "fields", or OLake's
@@ -293,4 +294,66 @@ firn_rc firn__columns_check(const firn_config *cfg, firn_pg_conn *c, firn_err *e
     firn_free(patterns);
     firn_pg_catalog_free(cat);
     return rc;
+}
+
+/* Writes st->columns into the stream's selected_streams entry as written (st->selection), in
+ * the form it uses ("selected_columns": {"columns"} or "columns"). */
+static void selection_set_columns(firn_stream_config *st)
+{
+    json_t *sel = st->selection ? json_loads(st->selection, 0, NULL) : NULL;
+    if (!json_is_object(sel)) {
+        json_decref(sel);
+        return;
+    }
+    json_t *list = json_array();
+    for (size_t k = 0; k < st->columns.count; k++)
+        json_array_append_new(list, json_string(st->columns.items[k]));
+    json_t *sc = json_object_get(sel, "selected_columns");
+    json_object_set_new(json_is_object(sc) ? sc : sel, "columns", list);
+    char *text = json_dumps(sel, JSON_COMPACT);
+    if (text) {
+        firn_free(st->selection);
+        st->selection = firn_strdup(text);
+        free(text); /* jansson's allocation */
+    }
+    json_decref(sel);
+}
+
+void firn__columns_rediscover(firn_stream_config *st,
+                              const firn_pg_table *t,
+                              const firn_stream_config *old)
+{
+    if (!old || !old->selected || (old->columns.count == 0) == old->sync_new_columns)
+        return;
+    firn_strlist base = {0};
+    if (!baseline_names(old, &base)) {
+        firn_strlist_deinit(&base);
+        return;
+    }
+    firn_strlist next = {0};
+    bool changed = false;
+    for (size_t k = 0; k < old->columns.count; k++)
+        firn_strlist_push(&next, old->columns.items[k]);
+    for (size_t i = 0; i < t->n_columns; i++) {
+        const char *name = t->columns[i].name;
+        bool is_new = !firn_strlist_contains(&base, name);
+        if (old->columns.count ? !is_new || firn_strlist_contains(&next, name) : is_new)
+            continue;
+        firn_strlist_push(&next, name); /* a new synced column, or a known one kept */
+        changed |= is_new;
+    }
+    changed |= old->columns.count == 0 && next.count < t->n_columns;
+    if (changed) {
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "stream \"%s.%s\": columns added to the source since the last discover are "
+                 "%s the selection (sync_new_columns is %s)",
+                 st->namespace, st->name, old->columns.count ? "added to" : "left out of",
+                 old->sync_new_columns ? "true" : "false");
+        firn_strlist_deinit(&st->columns);
+        st->columns = next;
+        next = (firn_strlist){0};
+        selection_set_columns(st);
+    }
+    firn_strlist_deinit(&next);
+    firn_strlist_deinit(&base);
 }

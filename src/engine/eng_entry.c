@@ -193,13 +193,16 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
         if (rc == FIRN_OK)
             rc = check_replication(cfg, conninfo, err);
     }
-    if (rc == FIRN_OK && cfg->has_streams)
+    bool bad_selection = false; /* `columns` or `filter`: a configuration error (exit 2) */
+    if (rc == FIRN_OK && cfg->has_streams) {
         rc = firn__columns_check(cfg, c, err);
+        bad_selection = rc == FIRN_ERR_CONFIG;
+    }
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "source ok: %s", firn_pg_conn_describe(c));
     firn_pg_conn_close(c);
     free_conninfo(conninfo);
-    return fault(FIRN_FAULT_SOURCE, rc);
+    return fault(bad_selection ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
 }
 
 /* Where `firn check` writes its probe object: the warehouse when it is a location, else the
@@ -347,6 +350,7 @@ static void describe_stream(firn_stream_config *st,
             st->partition_count = old->partition_count;
         }
     }
+    firn__columns_rediscover(st, t, old);
     static const char *modes[] = {"full_refresh", "full_refresh_cdc", "cdc_only", "incremental"};
     for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++)
         firn_strlist_push(&st->supported_sync_modes, modes[k]);

@@ -466,6 +466,14 @@ FIRN_MUST_CHECK firn_rc firn__columns_setup(firn__engine *e,
  * the stream's `columns` left out, or any column added later when `sync_new_columns` is false
  * (logged once per column). */
 bool firn__columns_left_out(firn__table *t, const char *name);
+/** `firn discover` over an existing streams file: st (the new description of source table t,
+ * its columns copied from old) keeps old's selection when the source gained columns since
+ * old's type_schema: with `columns` and sync_new_columns true they are appended to `columns`;
+ * without `columns` and sync_new_columns false, `columns` lists the known ones. Also rewrites
+ * st->selection. Logs one INFO line when it changes anything. */
+void firn__columns_rediscover(firn_stream_config *st,
+                              const firn_pg_table *t,
+                              const firn_stream_config *old);
 /** `firn check` for the selected streams: every `columns` name exists in its source table, and
  * each `filter` is valid SQL for it (EXPLAIN on c). FIRN_ERR_CONFIG naming the stream. */
 FIRN_MUST_CHECK firn_rc firn__columns_check(const firn_config *cfg, firn_pg_conn *c, firn_err *err);

@@ -156,15 +156,56 @@ def test_check_reports_bad_filter_and_unknown_column(pg, pg_db, firn_bin, tmp_pa
     check = ["check", "--source", str(fe.source), "--streams", str(fe.streams)]
     fe.write_streams([("k", {"filter": "nosuch > 1"})])
     out = fe.run(*check)
-    assert out.returncode != 0
+    assert out.returncode == 2, out.stderr[-2000:]
     assert 'stream "public.k": filter is not valid: column "nosuch" does not exist' in out.stderr
     fe.write_streams([("k", {"columns": ["mixed"]})])
     for args in (check, ["sync", *fe.sync_args]):
         out = fe.run(*args)
-        assert out.returncode != 0
+        assert out.returncode == 2, out.stderr[-2000:]
         assert ('stream "public.k": selected column "mixed" does not exist in source table '
                 '"public"."k"') in out.stderr, out.stderr[-2000:]
     fe.write_streams([("k", {"columns": ["Mixed"], "filter": "id > 0"})])
     out = fe.run(*check)
     assert out.returncode == 0, out.stderr[-2000:]
     json.loads(fe.streams.read_text())
+
+
+def test_discover_baseline_and_rediscover(pg, pg_db, firn_bin, duck, tmp_path):
+    """With the `streams` half firn discover writes (type_schema), a column added while firn
+    was stopped counts as new; a second discover writes the selection so that it stays."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE p (id int PRIMARY KEY, v text, x text);"
+                     "CREATE TABLE q (id int PRIMARY KEY, v text);"
+                     "INSERT INTO p VALUES (1, 'p1', 'x1'); INSERT INTO q VALUES (1, 'q1')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, [])
+        discover = ["discover", "--source", str(fe.source), "--streams", str(fe.streams)]
+        fe.streams.unlink()
+        fe.run("discover", "--source", str(fe.source), "--output", str(fe.streams), check=True)
+        doc = json.loads(fe.streams.read_text())
+        doc["selected_streams"]["public"] = [
+            {"stream_name": "p", "selected_columns": {"columns": ["id", "v"],
+                                                      "sync_new_columns": True}},
+            {"stream_name": "q", "sync_new_columns": False}]
+        fe.streams.write_text(json.dumps(doc))
+        fe.sync()
+        assert ice_columns(fe, "p") == ["id", "v"] and ice_columns(fe, "q") == ["id", "v"]
+        conn.execute("ALTER TABLE p ADD COLUMN w int; ALTER TABLE q ADD COLUMN w int;"
+                     "INSERT INTO p VALUES (2, 'p2', 'x2', 22); INSERT INTO q VALUES (2, 'q2', 22);"
+                     "UPDATE p SET w = 11 WHERE id = 1")
+        fe.sync()
+        assert ice_columns(fe, "p") == ["id", "v", "w"]
+        assert ice_rows(fe, duck, "p", ["id", "v", "w"]) == src_rows(conn, "p", ["id", "v", "w"])
+        assert ice_columns(fe, "q") == ["id", "v"]
+        assert ice_rows(fe, duck, "q", ["id", "v"]) == src_rows(conn, "q", ["id", "v"])
+        fe.run(*discover, check=True)
+        sel = {s["stream_name"]: s for s in
+               json.loads(fe.streams.read_text())["selected_streams"]["public"]}
+        assert sel["p"]["selected_columns"] == {"columns": ["id", "v", "w"],
+                                                "sync_new_columns": True}
+        assert sel["q"]["columns"] == ["id", "v"]
+        conn.execute("UPDATE p SET w = 12, x = 'x1b' WHERE id = 1; UPDATE q SET w = 5")
+        fe.sync()
+        assert ice_columns(fe, "p") == ["id", "v", "w"]
+        assert ice_rows(fe, duck, "p", ["id", "v", "w"]) == src_rows(conn, "p", ["id", "v", "w"])
+        assert ice_columns(fe, "q") == ["id", "v"]
