@@ -2,11 +2,11 @@
 /* A stream's column selection (`columns`, `sync_new_columns`) and backfill `filter`: which
  * source columns reach the Iceberg table, in the COPY queries and in CDC, and their checks
  * at `firn check` (docs/configuration.md "Columns and filter"). */
+#include "cfg_int.h"
 #include "engine_int.h"
 
 #include <jansson.h>
 #include <libpq-fe.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The column names of a discovered `type_schema` (firn's Iceberg JSON "fields", or OLake's
@@ -310,11 +310,10 @@ static void selection_set_columns(firn_stream_config *st)
         json_array_append_new(list, json_string(st->columns.items[k]));
     json_t *sc = json_object_get(sel, "selected_columns");
     json_object_set_new(json_is_object(sc) ? sc : sel, "columns", list);
-    char *text = json_dumps(sel, JSON_COMPACT);
+    char *text = firn__cfg_json_text(sel, JSON_COMPACT);
     if (text) {
         firn_free(st->selection);
-        st->selection = firn_strdup(text);
-        free(text); /* jansson's allocation */
+        st->selection = text;
     }
     json_decref(sel);
 }
