@@ -567,6 +567,11 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         FIRN_TRY(check_rest(ctx, d, err));
     if (!c->name)
         c->name = firn_strdup("firn");
+    if (d->namespace_pattern && !d->namespace_pattern[0])
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\" must not be empty (leave it out for the default, "
+                              "{database}_{schema})",
+                              seen_path(ctx, &d->namespace_pattern, "namespace"));
     if (!d->namespace_pattern)
         d->namespace_pattern = firn_strdup("{database}_{schema}");
     if (!namespace_pattern_ok(d->namespace_pattern))

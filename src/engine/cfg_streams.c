@@ -363,6 +363,22 @@ static firn_rc check_stream(cfg_ctx *ctx, firn_stream_config *st, firn_err *err)
     if (st->cursor_field && st->cursor_field[0] == '\0')
         return firn__cfg_fail(ctx, err, "stream \"%s.%s\": \"cursor_field\" is empty",
                               st->namespace, st->name);
+    if (st->cursor_fallback && st->cursor_fallback[0] == '\0')
+        return firn__cfg_fail(ctx, err,
+                              "stream \"%s.%s\": \"cursor_field\" \"%s:\" names no fallback "
+                              "column; write \"%s\" or \"%s:<column>\"",
+                              st->namespace, st->name, st->cursor_field, st->cursor_field,
+                              st->cursor_field);
+    if (st->target_table && st->target_table[0] == '\0')
+        return firn__cfg_fail(ctx, err,
+                              "stream \"%s.%s\": \"target_table\" is empty; leave it out to "
+                              "use the table's name",
+                              st->namespace, st->name);
+    if (st->target_namespace && st->target_namespace[0] == '\0')
+        return firn__cfg_fail(ctx, err,
+                              "stream \"%s.%s\": \"target_namespace\" is empty; leave it out "
+                              "to use the destination's namespace",
+                              st->namespace, st->name);
     return FIRN_OK;
 }
 

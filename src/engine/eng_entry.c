@@ -31,7 +31,10 @@ static firn_rc open_sql(const firn_config *cfg, char **conninfo, firn_pg_conn **
     cc.uri = *conninfo;
     cc.application_name = "firn";
     cc.connect_timeout_s = (int)(cfg->source.connect_timeout_ms / 1000);
-    return fault(FIRN_FAULT_SOURCE, firn_pg_conn_open(&cc, FIRN_PG_CONN_SQL, out, err));
+    firn_rc rc = firn_pg_conn_open(&cc, FIRN_PG_CONN_SQL, out, err);
+    if (rc && firn__conn_error_is_config(err))
+        return fault(FIRN_FAULT_CONFIG, FIRN_ERR_CONFIG);
+    return fault(FIRN_FAULT_SOURCE, rc);
 }
 
 static void free_conninfo(char *c)
@@ -173,6 +176,9 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
     firn_pg_conn *c = NULL;
     char v[256];
     firn_rc rc = open_sql(cfg, &conninfo, &c, err);
+    bool stream_fault = rc == FIRN_ERR_CONFIG; /* connection parameters */
+    if (rc == FIRN_OK && cfg->has_streams)
+        rc = firn__streams_check_source(cfg, c, &stream_fault, err);
     if (rc == FIRN_OK && wants_cdc(cfg)) {
         rc = firn_pg_conn_query_value(c, "SHOW wal_level", v, sizeof(v), err);
         if (rc == FIRN_OK && strcmp(v, "logical") != 0)
@@ -202,7 +208,7 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "source ok: %s", firn_pg_conn_describe(c));
     firn_pg_conn_close(c);
     free_conninfo(conninfo);
-    return fault(bad_selection ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
+    return fault(bad_selection || stream_fault ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
 }
 
 /* Where `firn check` writes its probe object: the warehouse when it is a location, else the

@@ -107,7 +107,10 @@ static firn_rc open_source(firn__engine *e, firn_err *err)
     e->conn.uri = e->conninfo;
     e->conn.application_name = "firn";
     e->conn.connect_timeout_s = (int)(e->cfg->source.connect_timeout_ms / 1000);
-    return fail(FIRN_FAULT_SOURCE, firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &e->sql, err));
+    firn_rc rc = firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &e->sql, err);
+    if (rc && firn__conn_error_is_config(err))
+        return fail(FIRN_FAULT_CONFIG, FIRN_ERR_CONFIG);
+    return fail(FIRN_FAULT_SOURCE, rc);
 }
 
 static void pq_options(firn__engine *e)
@@ -158,6 +161,7 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
         return fail(FIRN_FAULT_SOURCE,
                     firn_err_set(err, FIRN_ERR_NOT_FOUND, "source table \"%s.%s\" does not exist",
                                  s->namespace, s->name));
+    FIRN_TRY(fail(FIRN_FAULT_CONFIG, firn__stream_check_table(s, pg, err)));
     if (s->primary_key.count) {
         FIRN_TRY(fail(FIRN_FAULT_CONFIG,
                       firn_pg_table_set_key(pg, (const char *const *)s->primary_key.items,

@@ -613,8 +613,26 @@ FIRN_MUST_CHECK firn_rc firn__table_flush_extra(firn__table *t,
                                                 uint64_t lsn,
                                                 const firn_summary *extra,
                                                 firn_err *err);
-/** Runs the incremental (cursor column) streams: rows above the committed cursor. */
+/** Runs the incremental (cursor column) streams: rows at or above the committed cursor
+ * (docs/configuration.md "Incremental streams"). */
 FIRN_MUST_CHECK firn_rc firn__incremental_run(firn__engine *e, firn_err *err);
+/** Checks stream s against its discovered source table pg (borrowed): partition columns exist
+ * and their transforms fit the columns' Iceberg types, incremental cursor columns exist.
+ * FIRN_ERR_CONFIG with one line naming the stream and what to do. */
+FIRN_MUST_CHECK firn_rc firn__stream_check_table(const firn_stream_config *s,
+                                                 const firn_pg_table *pg,
+                                                 firn_err *err);
+/** True when err (a failed connection attempt) is libpq refusing a connection parameter (an
+ * unknown option, an invalid sslmode or integer value): then err is rewritten as a
+ * FIRN_ERR_CONFIG line that says where to fix it. NULL accepted (false). */
+bool firn__conn_error_is_config(firn_err *err);
+/** firn__stream_check_table for every selected stream of cfg whose table exists on c (tables
+ * missing from the source are left to sync). *out_config is set when a stream is at fault (a
+ * configuration error) rather than the source. */
+FIRN_MUST_CHECK firn_rc firn__streams_check_source(const firn_config *cfg,
+                                                   firn_pg_conn *c,
+                                                   bool *out_config,
+                                                   firn_err *err);
 /** Registers a committed data file in t's index file table and returns its ordinal. */
 uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f);
 /** Empties t's key index and index file table (with their deleted rows and DVs). */

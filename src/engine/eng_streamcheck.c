@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A selected stream against its source table, before anything is written: partition columns
+ * and transforms that fit their types, cursor columns that exist. `firn check` (with the
+ * streams file) and `firn sync` run the same checks, so check cannot pass what sync refuses. */
+#include "engine_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const firn_field *column_named(const firn_pg_table *pg, const char *name)
+{
+    for (size_t i = 0; pg->schema && i < pg->schema->n_children; i++) {
+        if (strcmp(pg->schema->children[i]->name, name) == 0)
+            return pg->schema->children[i];
+    }
+    return NULL;
+}
+
+/* Up to a few column names of pg, for a hint ("id, v, ts and 4 more"). */
+static void some_columns(const firn_pg_table *pg, char *out, size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < pg->n_columns && used < cap; i++) {
+        if (i == 4) {
+            snprintf(out + used, cap - used, " and %zu more", pg->n_columns - 4);
+            return;
+        }
+        used +=
+            (size_t)snprintf(out + used, cap - used, "%s%s", i ? ", " : "", pg->columns[i].name);
+    }
+}
+
+static firn_rc check_cursor_column(const firn_stream_config *s,
+                                   const firn_pg_table *pg,
+                                   const char *col,
+                                   firn_err *err)
+{
+    if (column_named(pg, col))
+        return FIRN_OK;
+    char cols[120];
+    some_columns(pg, cols, sizeof(cols));
+    return firn_err_set(err, FIRN_ERR_CONFIG,
+                        "stream \"%s.%s\": cursor_field \"%s\" does not exist in the table "
+                        "(its columns: %s); pick one of the stream's available_cursor_fields",
+                        s->namespace, s->name, col, cols);
+}
+
+static const firn_transform_kind transform_kinds[] = {
+    [FIRN_CFG_TRANSFORM_IDENTITY] = FIRN_TRANSFORM_IDENTITY,
+    [FIRN_CFG_TRANSFORM_YEAR] = FIRN_TRANSFORM_YEAR,
+    [FIRN_CFG_TRANSFORM_MONTH] = FIRN_TRANSFORM_MONTH,
+    [FIRN_CFG_TRANSFORM_DAY] = FIRN_TRANSFORM_DAY,
+    [FIRN_CFG_TRANSFORM_HOUR] = FIRN_TRANSFORM_HOUR,
+    [FIRN_CFG_TRANSFORM_BUCKET] = FIRN_TRANSFORM_BUCKET,
+    [FIRN_CFG_TRANSFORM_TRUNCATE] = FIRN_TRANSFORM_TRUNCATE,
+    [FIRN_CFG_TRANSFORM_VOID] = FIRN_TRANSFORM_VOID,
+};
+
+/* What the transform needs, for the hint. */
+static const char *transform_needs(firn_transform_kind k)
+{
+    switch (k) {
+    case FIRN_TRANSFORM_BUCKET:
+        return "bucket needs an integer, decimal, date, time, timestamp, string, uuid or binary "
+               "column";
+    case FIRN_TRANSFORM_TRUNCATE:
+        return "truncate needs an integer, decimal, string or binary column";
+    case FIRN_TRANSFORM_HOUR:
+        return "hour needs a timestamp column";
+    case FIRN_TRANSFORM_IDENTITY:
+        return "identity needs a column that is not a list, map or composite";
+    default:
+        return "year, month and day need a date or timestamp column";
+    }
+}
+
+static firn_rc check_partition(const firn_stream_config *s,
+                               const firn_pg_table *pg,
+                               const firn_cfg_partition *p,
+                               firn_err *err)
+{
+    firn_transform tr = {transform_kinds[p->transform], (int32_t)p->param};
+    char expr[256];
+    if (tr.kind == FIRN_TRANSFORM_IDENTITY)
+        snprintf(expr, sizeof(expr), "%s", p->column);
+    else if (tr.kind == FIRN_TRANSFORM_BUCKET || tr.kind == FIRN_TRANSFORM_TRUNCATE)
+        snprintf(expr, sizeof(expr), "%s(%lld, %s)",
+                 tr.kind == FIRN_TRANSFORM_BUCKET ? "bucket" : "truncate", (long long)p->param,
+                 p->column);
+    else {
+        char tn[32];
+        firn_transform_format(tr, tn, sizeof(tn));
+        snprintf(expr, sizeof(expr), "%s(%s)", tn, p->column);
+    }
+    if (strcmp(p->column, "now()") == 0)
+        return FIRN_OK; /* the table's own check names it */
+    const firn_field *f = column_named(pg, p->column);
+    if (!f)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "stream \"%s.%s\": partition \"%s\": column \"%s\" does not exist in "
+                            "the table",
+                            s->namespace, s->name, expr, p->column);
+    firn_ptype out;
+    firn_err ignored = {0};
+    if (firn_transform_result_type(tr, firn_ptype_of(f), &out, &ignored) == FIRN_OK)
+        return FIRN_OK;
+    char tname[48];
+    firn_ptype_format(firn_ptype_of(f), tname, sizeof(tname));
+    return firn_err_set(err, FIRN_ERR_CONFIG,
+                        "stream \"%s.%s\": partition \"%s\": column \"%s\" is %s in Iceberg and "
+                        "%s; pick another transform or column",
+                        s->namespace, s->name, expr, p->column, tname, transform_needs(tr.kind));
+}
+
+firn_rc
+firn__stream_check_table(const firn_stream_config *s, const firn_pg_table *pg, firn_err *err)
+{
+    for (size_t i = 0; i < s->partition_count; i++)
+        FIRN_TRY(check_partition(s, pg, &s->partition[i], err));
+    if (s->sync_mode == FIRN_SYNC_INCREMENTAL && s->cursor_field) {
+        FIRN_TRY(check_cursor_column(s, pg, s->cursor_field, err));
+        if (s->cursor_fallback)
+            FIRN_TRY(check_cursor_column(s, pg, s->cursor_fallback, err));
+    }
+    return FIRN_OK;
+}
+
+firn_rc
+firn__streams_check_source(const firn_config *cfg, firn_pg_conn *c, bool *out_config, firn_err *err)
+{
+    const firn_streams_config *ss = &cfg->streams;
+    char **patterns = firn_calloc(ss->count ? ss->count : 1, sizeof(char *));
+    size_t n = 0;
+    for (size_t i = 0; i < ss->count; i++) {
+        if (!ss->items[i].selected)
+            continue;
+        firn_buf b;
+        firn_buf_init(&b, 4096);
+        firn_rc_ignore(firn_buf_appendf(&b, "%s.%s", ss->items[i].namespace, ss->items[i].name));
+        patterns[n++] = (char *)firn_buf_take(&b, NULL);
+    }
+    firn_pg_catalog *pgcat = NULL;
+    firn_rc rc = n ? firn_pg_discover(c, (const char *const *)patterns, n, &pgcat, err) : FIRN_OK;
+    for (size_t i = 0; rc == FIRN_OK && i < ss->count; i++) {
+        const firn_stream_config *s = &ss->items[i];
+        const firn_pg_table *pg =
+            s->selected ? firn_pg_catalog_find(pgcat, s->namespace, s->name) : NULL;
+        if (pg) /* a missing table is sync's source error */
+            rc = firn__stream_check_table(s, pg, err);
+        *out_config = rc != FIRN_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        firn_free(patterns[i]);
+    firn_free(patterns);
+    firn_pg_catalog_free(pgcat);
+    return rc;
+}
+
+bool firn__conn_error_is_config(firn_err *err)
+{
+    if (!err)
+        return false;
+    const char *m = err->msg;
+    const char *failed = strstr(m, " failed: ");
+    if (failed && strncmp(m, "connection to server", 20) == 0)
+        m = failed + 9;
+    if (strncmp(m, "invalid ", 8) != 0 ||
+        (!strstr(m, " value") && !strstr(m, "connection option") && !strstr(m, "port number")))
+        return false;
+    char msg[FIRN_ERR_MSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", m);
+    firn_rc_ignore(firn_err_set(err, FIRN_ERR_CONFIG,
+                                "source connection parameters: %s; fix it in source.json (params, "
+                                "uri or the key of that name)",
+                                msg));
+    return true;
+}
