@@ -76,6 +76,28 @@ static firn__table *table_named(firn__engine *e, const char *ns, const char *nam
     return NULL;
 }
 
+/* The table of a Relation message: the one whose source table (or one of its leaves) has the
+ * relid, whatever the message calls it (a rename while streaming; *root: the table itself, not
+ * a leaf), else the one of that name (a table dropped and created again keeps its stream). */
+static firn__table *table_of_rel(cdc *c, const firn_pgo_rel *rel, bool *root)
+{
+    *root = false;
+    for (size_t i = 0; i < c->e->n_tables; i++) {
+        firn__table *t = c->e->tables[i];
+        if (!t->cdc)
+            continue;
+        if (t->pg->oid == rel->relid) {
+            *root = true;
+            return t;
+        }
+        for (size_t l = 0; l < t->pg->n_leaves; l++) {
+            if (t->pg->leaves[l].oid == rel->relid)
+                return t;
+        }
+    }
+    return table_named(c->e, rel->nspname, rel->relname);
+}
+
 static rel_map *rel_find(cdc *c, uint32_t relid)
 {
     for (size_t i = 0; i < c->n_rels; i++) {
@@ -302,9 +324,11 @@ column_ndims(cdc *c, const firn__table *t, const char *name, int32_t *out, firn_
 {
     *out = 0;
     PGconn *pq = firn_pg_conn_pq(c->e->sql);
-    const char *params[2] = {t->pg->qualified, name};
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    const char *params[2] = {oid, name};
     PGresult *r = PQexecParams(pq,
-                               "SELECT attndims FROM pg_attribute WHERE attrelid = $1::regclass "
+                               "SELECT attndims FROM pg_attribute WHERE attrelid = $1::oid "
                                "AND attname = $2 AND attnum > 0 AND NOT attisdropped",
                                2, NULL, params, NULL, NULL, 0);
     firn_rc rc = FIRN_OK;
@@ -449,13 +473,25 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
     }
     firn_free(m->batch_col);
     m->version = rel->version;
-    m->table = table_named(c->e, rel->nspname, rel->relname);
+    bool root = false;
+    m->table = table_of_rel(c, rel, &root);
     m->n_cols = rel->n_cols;
     m->batch_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
     m->mismatch = false;
-    if (!m->table)
+    if (!m->table || m->table->halted)
         return FIRN_OK;
     firn__table *t = m->table;
+    if (root) {
+        /* Its changes stop here, before any is read under a name the stream no longer has: the
+         * next run takes them under the name the remedy gives (docs/cdc.md). Also in a
+         * transaction the table holds: no other Relation message may come before its next
+         * change. */
+        bool renamed = false;
+        firn_err why = {0};
+        FIRN_TRY(firn__rename_check_table(t, rel->nspname, rel->relname, &renamed, &why, err));
+        if (renamed)
+            return halt_table(c, t, &why, err);
+    }
     m->stale = false;
     for (size_t k = 0; t->copied && k < t->default_added.count; k++) {
         bool has = false;

@@ -268,10 +268,12 @@ firn_rc firn__table_column_matches(
     const firn__table *t, const char *name, const char *cond, bool *out, firn_err *err)
 {
     PGconn *pq = firn_pg_conn_pq(t->eng->sql);
-    const char *params[2] = {t->pg->qualified, name};
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid); /* the name may be another's now */
+    const char *params[2] = {oid, name};
     char sql[512];
     snprintf(sql, sizeof(sql),
-             "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2 "
+             "SELECT count(*) FROM pg_attribute WHERE attrelid = $1::oid AND attname = $2 "
              "AND attnum > 0 AND (%s)",
              cond);
     PGresult *r = PQexecParams(pq, sql, 2, NULL, params, NULL, NULL, 0);

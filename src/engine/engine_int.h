@@ -518,6 +518,18 @@ void firn__table_column_retype(firn__table *t, size_t idx, firn_pg_type *type, f
  * evolution"), gives the batch schema the table's ids and makes a new buffer for it. */
 firn_rc firn__table_schema_apply(firn__table *t, firn_err *err);
 
+/** A Relation message names t's source table (matched by oid) rel_ns.rel_name (eng_rename.c):
+ * when the table is now named otherwise than its stream (renamed or moved to another schema
+ * while streaming), *out_renamed is set and why holds the one line naming both names and the
+ * remedies (FIRN_ERR_SCHEMA); a name the table has again (renamed back) is taken. One catalog
+ * query on the engine's SQL connection; FIRN_ERR_SOURCE when it fails. */
+firn_rc firn__rename_check_table(firn__table *t,
+                                 const char *rel_ns,
+                                 const char *rel_name,
+                                 bool *out_renamed,
+                                 firn_err *why,
+                                 firn_err *err);
+
 /** One file of the table's FileIO as firn_pq_reader_open's ranged source: io and path are
  * borrowed and must outlive the reader. */
 typedef struct firn__file_range {

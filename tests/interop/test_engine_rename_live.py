@@ -1,0 +1,121 @@
+"""Renames on the source while `firn sync --follow` streams (docs/cdc.md "Schema changes").
+
+ALTER TABLE ... RENAME TO and ALTER TABLE ... SET SCHEMA stop that stream (the Relation message
+names the table's oid under another name): exit 3, one line naming both names and the remedies,
+the slot kept before the change, the other streams going on. Both remedies are applied (rename it
+back; select the new name with target_table/target_namespace) and the next run leaves each
+Iceberg table equal to its source table, value by value (pyiceberg and DuckDB): nothing made
+while the table was renamed is lost."""
+from __future__ import annotations
+
+import json
+
+from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
+                      source_rows, stop_process, wait_for)
+
+NS = "e2e"
+
+
+def compare(fe: FirnEnv, conn, duck, source: str, table: str) -> None:
+    """Iceberg table NS.table equals source table `source` on the source's columns."""
+    ice = fe.catalog().load_table(f"{NS}.{table}")
+    schema = ice.schema()
+    names = [f.name for f in schema.fields if f.name not in META_COLUMNS]
+    expected = sorted(source_rows(conn, source, schema, names), key=repr)
+    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
+                          ("duckdb", fe.duckdb_arrow(duck, table))):
+        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
+        actual = sorted(arrow_rows(arrow, names), key=repr)
+        diff = diff_rows(want, actual, key=0, names=names)
+        assert not diff, f"{reader} reads {table} differently from {source}:\n{diff}"
+        assert rows_hash(actual) == rows_hash(want)
+
+
+def iceberg_ids(fe: FirnEnv, table: str) -> list[int]:
+    return sorted(fe.catalog().load_table(f"{NS}.{table}").scan(
+        selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def stream_stats(fe: FirnEnv, table: str) -> dict:
+    doc = json.loads((fe.root / "stats.json").read_text())
+    return next(s for s in doc["streams"] if s["table"] == table)
+
+
+def write_streams(fe: FirnEnv, selected: dict) -> None:
+    doc = {"selected_streams": {
+        schema: [dict({"stream_name": name, "sync_mode": "full_refresh_cdc"}, **opts)
+                 for name, opts in items] for schema, items in selected.items()}}
+    fe.streams.write_text(json.dumps(doc, indent=2))
+
+
+def test_table_renamed_while_following(pg, pg_db, firn_bin, duck, tmp_path):
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA other; "
+                     "CREATE TABLE r (id int PRIMARY KEY, v text); "
+                     "INSERT INTO r SELECT g, 'r' || g FROM generate_series(1, 5) g; "
+                     "CREATE TABLE m (id int PRIMARY KEY, v text); "
+                     "INSERT INTO m SELECT g, 'm' || g FROM generate_series(1, 5) g; "
+                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["r", "m", "o"], interval_s=0.2)
+        fe.sync()
+        proc = fe.start_follow()
+        try:
+            wait_for(lambda: b"replication connection open" in
+                     (fe.root / "follow.log").read_bytes(), 60, what="firn to stream")
+            conn.execute("INSERT INTO r VALUES (6, 'before')")
+            conn.execute("UPDATE m SET v = 'before' WHERE id = 1")
+            # The old name and the new one in one transaction, then changes under the new name.
+            with conn.transaction():
+                conn.execute("INSERT INTO r VALUES (7, 'same txn')")
+                conn.execute("ALTER TABLE r RENAME TO r2")
+                conn.execute("INSERT INTO r2 VALUES (8, 'renamed')")
+            conn.execute("UPDATE r2 SET v = 'upd renamed' WHERE id = 1")
+            conn.execute("DELETE FROM r2 WHERE id = 2")
+            conn.execute("ALTER TABLE m SET SCHEMA other")
+            conn.execute("INSERT INTO other.m VALUES (6, 'moved')")
+            conn.execute("DELETE FROM other.m WHERE id = 3")
+            conn.execute("UPDATE o SET v = 'o2'")
+            conn.execute("INSERT INTO o VALUES (2, 'o-last')")
+            # The other stream goes on.
+            wait_for(lambda: iceberg_ids(fe, "o") == [1, 2], 60, what="table o to take its changes")
+            wait_for(lambda: stream_stats(fe, "e2e.r").get("stopped_at_schema_change") and
+                     stream_stats(fe, "e2e.m").get("stopped_at_schema_change"), 30,
+                     what="stats to show both stops")
+            assert proc.poll() is None, (fe.root / "follow.log").read_text()[-3000:]
+        finally:
+            rc = stop_process(proc)
+        log = (fe.root / "follow.log").read_text()
+        assert rc == 3, log[-3000:]
+        line_r = ('source table \\"public.r\\" was renamed to \\"public.r2\\": stream stopped, the '
+                  'slot keeps its changes; rename it back (ALTER TABLE \\"public\\".\\"r2\\" '
+                  'RENAME TO \\"r\\") or stream \\"public.r2\\" with \\"target_table\\": \\"r\\"; '
+                  'then run firn sync')
+        line_m = ('source table \\"public.m\\" was renamed to \\"other.m\\": stream stopped, the '
+                  'slot keeps its changes; rename it back (ALTER TABLE \\"other\\".\\"m\\" SET '
+                  'SCHEMA \\"public\\") or stream \\"other.m\\" with \\"target_table\\": \\"m\\", '
+                  '\\"target_namespace\\": \\"e2e\\"; then run firn sync')
+        assert line_r in log, log[-3000:]
+        assert line_m in log, log[-3000:]
+        compare(fe, conn, duck, "o", "o")
+        # Nothing of a renamed table's changes was written under its old stream: up to the change.
+        assert iceberg_ids(fe, "m") == [1, 2, 3, 4, 5]
+
+        # Remedies: r gets its name back; m's stream is pointed at its new schema, kept on e2e.m.
+        conn.execute("ALTER TABLE r2 RENAME TO r")
+        conn.execute("INSERT INTO r VALUES (9, 'after remedy')")
+        conn.execute("INSERT INTO other.m VALUES (7, 'after remedy')")
+        write_streams(fe, {"public": [("r", {}), ("o", {})],
+                           "other": [("m", {"target_table": "m", "target_namespace": NS})]})
+        fe.sync()
+        compare(fe, conn, duck, "r", "r")
+        compare(fe, conn, duck, "other.m", "m")
+        compare(fe, conn, duck, "o", "o")
+        assert 8 in iceberg_ids(fe, "r") and 2 not in iceberg_ids(fe, "r")
+
+        # Both streams go on as usual.
+        conn.execute("UPDATE r SET v = 'later' WHERE id = 8")
+        conn.execute("UPDATE other.m SET v = 'later' WHERE id = 6")
+        fe.sync()
+        compare(fe, conn, duck, "r", "r")
+        compare(fe, conn, duck, "other.m", "m")
