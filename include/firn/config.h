@@ -168,7 +168,9 @@ typedef struct firn_source_config {
     int chunking;               /* firn_pg_chunking: "auto" (default), "ctid", "primary_key" */
     int64_t batch_rows;         /* rows per column batch (OLake reader_batch_size), default 65536 */
     int64_t connect_timeout_ms; /* default 10 s */
-    firn_sync_mode default_mode; /* for streams without sync_mode; default full_refresh_cdc */
+    int64_t replication_timeout_ms; /* silence on the replication connection that ends a CDC run
+                                       (docs/configuration.md); default 60 s, 0: none */
+    firn_sync_mode default_mode;    /* for streams without sync_mode; default full_refresh_cdc */
 } firn_source_config;
 
 /** Builds a libpq conninfo string ("host='h' port='5432' ...") from src: uri first, then the

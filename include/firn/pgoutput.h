@@ -288,9 +288,13 @@ typedef struct firn_pgo_config {
     size_t mem_budget_bytes; /* memory for streamed transactions before spilling; 0: 64 MiB */
     const char *spill_dir;   /* folder for spill files; NULL: $TMPDIR or /tmp */
     int status_interval_ms;  /* standby status update period; 0: 10000 */
-    uint32_t proto_version;  /* 0: by server version (14: 2, 15: 3, 16+: 4, else 1) */
-    bool text_values;        /* true: text values even where binary mode is available */
-    bool no_streaming;       /* true: never ask for streaming of in-progress transactions */
+    /* Once streaming: nothing from the server for this long (its keepalives included; after a
+     * third of it a status update asks for one) ends the stream with FIRN_ERR_NETWORK. 0:
+     * 60000; negative: no limit. */
+    int recv_timeout_ms;
+    uint32_t proto_version; /* 0: by server version (14: 2, 15: 3, 16+: 4, else 1) */
+    bool text_values;       /* true: text values even where binary mode is available */
+    bool no_streaming;      /* true: never ask for streaming of in-progress transactions */
     /* Preflight only: a publication that does not exist yet is not an error (the caller creates
      * it, covering the tables, before streaming); tables are then not checked against it. */
     bool publications_may_be_missing;

@@ -556,6 +556,7 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     pc.publications = pubs;
     pc.n_publications = 1;
     pc.text_values = true;
+    pc.recv_timeout_ms = src->replication_timeout_ms > 0 ? (int)src->replication_timeout_ms : -1;
     firn_pgo_stream *s = NULL;
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pgo_stream_open(&pc, &s, err)));
     firn_pgo_table *tabs = firn_calloc(e->n_tables, sizeof(*tabs));

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CONN_PARAMS_MAX 20
+#define CONN_PARAMS_MAX 24
 #define DESCRIBE_MAX    256
 
 struct firn_pg_conn {
@@ -29,6 +29,11 @@ typedef struct conn_params {
     char timeout[16];
 } conn_params;
 
+/* Dead peer found after 30 s idle plus 3 unanswered probes 10 s apart (docs/configuration.md). */
+const char *const firn__pg_keepalive_keys[FIRN_PG_KEEPALIVE_N] = {
+    "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count"};
+const char *const firn__pg_keepalive_values[FIRN_PG_KEEPALIVE_N] = {"1", "30", "10", "3"};
+
 static void param_add(conn_params *p, const char *key, const char *value)
 {
     if (!value || !*value)
@@ -42,6 +47,11 @@ static void param_add(conn_params *p, const char *key, const char *value)
 static void build_params(const firn_pg_conn_config *cfg, firn_pg_conn_mode mode, conn_params *p)
 {
     memset(p, 0, sizeof(*p));
+    /* TCP keepalives, so that a vanished server or a cut network ends a blocked read instead
+     * of hanging for hours (the kernel's default is 2 h idle); before the URI, whose own
+     * settings override them. */
+    for (size_t i = 0; i < FIRN_PG_KEEPALIVE_N; i++)
+        param_add(p, firn__pg_keepalive_keys[i], firn__pg_keepalive_values[i]);
     /* The URI goes first as "dbname" so libpq expands it; later fields override its parts. */
     param_add(p, "dbname", cfg->uri);
     param_add(p, "host", cfg->host);

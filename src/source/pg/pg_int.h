@@ -54,6 +54,12 @@ void firn__pg_one_line(const char *msg, char *out, size_t out_cap);
 /** Sends the server's notices and warnings on pq to the log (one warn line each, comp=pg)
  * instead of libpq's default of printing them raw on stderr. */
 void firn__pg_route_notices(PGconn *pq);
+
+/* libpq TCP keepalive settings every connection to the source gets unless its conninfo sets
+ * them (they go before the conninfo, which overrides them): keys and values. */
+#define FIRN_PG_KEEPALIVE_N 4
+extern const char *const firn__pg_keepalive_keys[FIRN_PG_KEEPALIVE_N];
+extern const char *const firn__pg_keepalive_values[FIRN_PG_KEEPALIVE_N];
 /** Fractional digits of money under the server's lc_monetary (2 in C and most locales). */
 int firn__pg_conn_money_scale(firn_pg_conn *c);
 

@@ -133,6 +133,36 @@ static bool socket_pending(firn_pgo_stream *s)
     return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n >= RECV_PULL_MIN;
 }
 
+/* The walsender sends a keepalive when it waits for WAL with our flush position behind, and
+ * answers a status update that asks for a reply: silence for a third of the timeout asks, and
+ * silence for all of it means the server or the network is gone (a stopped walsender, a host
+ * that vanished: TCP alone notices neither for a long time). Not reading because the queue is
+ * full is not silence. */
+static firn_rc check_alive(firn_pgo_stream *s, bool full, firn_err *err)
+{
+    firn__pgo_recv *r = &s->recv;
+    const int64_t now = firn_monotonic_ns();
+    if (r->timeout_ns <= 0)
+        return FIRN_OK;
+    if (full)
+        r->heard_ns = now;
+    const int64_t quiet_ns = now - r->heard_ns;
+    if (quiet_ns >= r->timeout_ns) {
+        const char *host = PQhost(s->conn), *port = PQport(s->conn);
+        return firn_err_set(err, FIRN_ERR_NETWORK,
+                            "no message from the server at %s:%s for %.0f s on the replication "
+                            "connection of slot \"%s\" (replication_timeout_seconds): check that "
+                            "the server is up and reachable; a restart resumes at the last "
+                            "confirmed position",
+                            host ? host : "", port ? port : "", (double)quiet_ns / 1e9,
+                            s->cfg.slot_name);
+    }
+    if (quiet_ns < r->timeout_ns / 3 || now - r->ping_ns < r->timeout_ns / 3)
+        return FIRN_OK;
+    r->ping_ns = now;
+    return firn__pgo_send_status_ask(s, atomic_load(&r->report_lsn), true, err);
+}
+
 /* Waits for input (when the queue has room), a wakeup or the next status update; nap: only for a
  * wakeup, up to RECV_NAP_MS. */
 static firn_rc wait_some(firn_pgo_stream *s, bool full, bool nap, firn_err *err)
@@ -141,6 +171,8 @@ static firn_rc wait_some(firn_pgo_stream *s, bool full, bool nap, firn_err *err)
     int64_t wait_ns = s->last_status_ns + s->status_interval_ns - firn_monotonic_ns();
     if (wait_ns < 0)
         wait_ns = 0;
+    if (r->timeout_ns > 0 && wait_ns > r->timeout_ns / 6)
+        wait_ns = r->timeout_ns / 6; /* check_alive looks in time */
     if (nap) {
         full = true; /* a wakeup or the nap's end, not the socket */
         if (wait_ns >= RECV_NAP_MS * 1000000)
@@ -185,6 +217,10 @@ static void *recv_main(void *arg)
             rc = read_some(s, &b, &n, &err);
         push(r, &b); /* what was read before an error too: it comes first */
         got += n;
+        if (n > 0)
+            r->heard_ns = firn_monotonic_ns();
+        if (rc == FIRN_OK)
+            rc = check_alive(s, full, &err);
         if (rc || full) {
             if (rc == FIRN_OK)
                 rc = wait_some(s, true, false, &err);
@@ -231,6 +267,9 @@ firn_rc firn__pgo_recv_start(firn_pgo_stream *s, firn_err *err)
     pthread_mutex_init(&r->mu, NULL);
     atomic_store(&r->report_lsn, s->flushed_lsn);
     atomic_store(&r->reported_lsn, s->flushed_lsn);
+    const int timeout_ms = s->cfg.recv_timeout_ms ? s->cfg.recv_timeout_ms : 60000;
+    r->timeout_ns = timeout_ms > 0 ? (int64_t)timeout_ms * 1000000 : 0;
+    r->heard_ns = r->ping_ns = firn_monotonic_ns();
     if (pthread_create(&r->thread, NULL, recv_main, s) != 0) {
         firn__pgo_recv_stop(s);
         return firn_err_set(err, FIRN_ERR_IO, "could not start the replication receiver thread");

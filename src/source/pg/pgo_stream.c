@@ -99,9 +99,20 @@ firn_rc firn_pgo_stream_open(const firn_pgo_config *cfg, firn_pgo_stream **out, 
     if (!cfg->conninfo || !cfg->slot_name || cfg->n_publications == 0)
         return firn_err_set(err, FIRN_ERR_CONFIG,
                             "replication needs a connection string, a slot and a publication");
-    const char *keys[] = {"application_name", "dbname",          "replication",
-                          "options",          "client_encoding", NULL};
-    const char *vals[] = {"firn", cfg->conninfo, "database", PGO_SESSION_OPTIONS, "UTF8", NULL};
+    /* Keepalives first: the conninfo's own settings override them (pg_conn.c). */
+    const char *keys[FIRN_PG_KEEPALIVE_N + 6], *vals[FIRN_PG_KEEPALIVE_N + 6];
+    size_t n = 0;
+    for (; n < FIRN_PG_KEEPALIVE_N; n++) {
+        keys[n] = firn__pg_keepalive_keys[n];
+        vals[n] = firn__pg_keepalive_values[n];
+    }
+    const char *k2[] = {"application_name", "dbname", "replication", "options", "client_encoding"};
+    const char *v2[] = {"firn", cfg->conninfo, "database", PGO_SESSION_OPTIONS, "UTF8"};
+    for (size_t i = 0; i < 5; i++, n++) {
+        keys[n] = k2[i];
+        vals[n] = v2[i];
+    }
+    keys[n] = vals[n] = NULL;
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
         firn_rc rc = connect_error(conn, err);
@@ -266,7 +277,12 @@ static uint64_t flush_position(const firn_pgo_stream *s)
 /* Sends the status update; the receiver thread's once it runs (docs/cdc.md "Feedback"). */
 firn_rc firn__pgo_send_status_at(firn_pgo_stream *s, uint64_t flush, firn_err *err)
 {
-    firn_pgo_copy r = {.kind = 'r'};
+    return firn__pgo_send_status_ask(s, flush, false, err);
+}
+
+firn_rc firn__pgo_send_status_ask(firn_pgo_stream *s, uint64_t flush, bool ask_reply, firn_err *err)
+{
+    firn_pgo_copy r = {.kind = 'r', .reply_requested = ask_reply};
     r.write_lsn = s->received_lsn > flush ? s->received_lsn : flush;
     r.flush_lsn = flush;
     r.apply_lsn = flush;

@@ -43,6 +43,9 @@ typedef struct firn__pgo_recv {
     firn_err err;
     _Atomic uint64_t report_lsn;   /* flush position to report (the engine's thread sets it) */
     _Atomic uint64_t reported_lsn; /* last flush position sent */
+    int64_t timeout_ns;            /* silence that ends the stream (0: none) */
+    int64_t heard_ns;              /* last message read (or the queue full: not reading) */
+    int64_t ping_ns;               /* last status update that asked for a reply */
 } firn__pgo_recv;
 
 struct firn_pgo_stream {
@@ -76,6 +79,11 @@ FIRN_MUST_CHECK firn_rc firn__pgo_lsn_parse(const char *s, uint64_t *out, firn_e
 firn_rc firn__pgo_result_error(const PGresult *res, PGconn *conn, const char *what, firn_err *err);
 /* Sends a standby status update reporting flush (connection owner only). FIRN_ERR_NETWORK. */
 FIRN_MUST_CHECK firn_rc firn__pgo_send_status_at(firn_pgo_stream *s, uint64_t flush, firn_err *err);
+/* firn__pgo_send_status_at; with ask_reply the server answers at once with a keepalive. */
+FIRN_MUST_CHECK firn_rc firn__pgo_send_status_ask(firn_pgo_stream *s,
+                                                  uint64_t flush,
+                                                  bool ask_reply,
+                                                  firn_err *err);
 /* The copy stream ended (r: PQgetCopyData's result): the server's reason or a lost connection. */
 firn_rc firn__pgo_stream_ended(firn_pgo_stream *s, int r, firn_err *err);
 /* Starts the receiver thread on a started stream; from then on only it uses s->conn. */
