@@ -121,7 +121,73 @@ size_t firn__cfg_edit_distance(const char *a, const char *b)
     return prev[lb] < 16 ? prev[lb] : 16;
 }
 
-/* ${VAR} and ${VAR:-default}; "$$" is a literal "$". */
+/* The "}" closing the "${" whose text starts at p, skipping nested "${...}" and "$$"; NULL when
+ * there is none. */
+static const char *closing_brace(const char *p)
+{
+    int depth = 1;
+    for (; *p; p++) {
+        if (p[0] == '$' && (p[1] == '$' || p[1] == '{')) {
+            depth += p[1] == '{';
+            p++;
+        } else if (*p == '}' && --depth == 0) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static bool env_name_ok(const char *p, size_t len)
+{
+    if (len == 0 || len >= 128 || (p[0] >= '0' && p[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9')))
+            return false;
+    }
+    return true;
+}
+
+/* One "${NAME}" or "${NAME:-default}" starting at d (d[0..1] == "${"): appends its value to b
+ * and sets *next past it. The default may itself hold ${...} (expanded only when used). */
+static firn_rc
+expand_ref(cfg_ctx *ctx, const char *d, firn_buf *b, const char **next, firn_err *err)
+{
+    const char *close = closing_brace(d + 2);
+    if (!close)
+        return firn__cfg_fail(ctx, err, "\"%s\": unterminated \"${\" in value",
+                              firn__cfg_path(ctx));
+    const char *name_end = d + 2 + strcspn(d + 2, ":}");
+    bool has_default = name_end < close && name_end[0] == ':' && name_end[1] == '-';
+    if ((!has_default && name_end != close) || !env_name_ok(d + 2, (size_t)(name_end - (d + 2))))
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\": bad variable name \"%.*s\" in \"${...}\" (write ${NAME} "
+                              "or ${NAME:-default}; a name has letters, digits and \"_\")",
+                              firn__cfg_path(ctx),
+                              (int)(name_end - (d + 2) < 64 ? name_end - (d + 2) : 64), d + 2);
+    char name[128];
+    memcpy(name, d + 2, (size_t)(name_end - (d + 2)));
+    name[name_end - (d + 2)] = '\0';
+    *next = close + 1;
+    const char *val = getenv(name);
+    if (val)
+        return firn_buf_append_cstr(b, val);
+    if (!has_default)
+        return firn__cfg_fail(ctx, err, "\"%s\": environment variable \"%s\" is not set",
+                              firn__cfg_path(ctx), name);
+    char *def = firn_strndup(name_end + 2, (size_t)(close - (name_end + 2)));
+    char *sub = NULL;
+    firn_rc rc = firn__cfg_expand(ctx, def, &sub, err);
+    if (rc == FIRN_OK)
+        rc = firn_buf_append_cstr(b, sub);
+    firn_free(sub);
+    firn_free(def);
+    return rc;
+}
+
+/* ${VAR} and ${VAR:-default} (the default may hold ${...} itself); "$$" is a literal "$". */
 firn_rc firn__cfg_expand(cfg_ctx *ctx, const char *text, char **out, firn_err *err)
 {
     firn_buf b;
@@ -141,34 +207,7 @@ firn_rc firn__cfg_expand(cfg_ctx *ctx, const char *text, char **out, firn_err *e
             rc = firn_buf_append(&b, "$", 1);
             p = d + 2;
         } else if (d[1] == '{') {
-            const char *close = strchr(d + 2, '}');
-            if (!close) {
-                rc = firn__cfg_fail(ctx, err, "\"%s\": unterminated \"${\" in value",
-                                    firn__cfg_path(ctx));
-                break;
-            }
-            char name[128];
-            const char *colon = strstr(d + 2, ":-");
-            const char *name_end = colon && colon < close ? colon : close;
-            size_t name_len = (size_t)(name_end - (d + 2));
-            if (name_len == 0 || name_len >= sizeof(name)) {
-                rc = firn__cfg_fail(ctx, err, "\"%s\": bad variable name in \"${...}\"",
-                                    firn__cfg_path(ctx));
-                break;
-            }
-            memcpy(name, d + 2, name_len);
-            name[name_len] = '\0';
-            const char *val = getenv(name);
-            if (!val && name_end == close) {
-                rc = firn__cfg_fail(ctx, err, "\"%s\": environment variable \"%s\" is not set",
-                                    firn__cfg_path(ctx), name);
-                break;
-            }
-            if (val)
-                rc = firn_buf_append_cstr(&b, val);
-            else
-                rc = firn_buf_append(&b, name_end + 2, (size_t)(close - (name_end + 2)));
-            p = close + 1;
+            rc = expand_ref(ctx, d, &b, &p, err);
         } else {
             rc = firn_buf_append(&b, "$", 1);
             p = d + 1;

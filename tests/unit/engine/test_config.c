@@ -305,6 +305,29 @@ T_TEST(env_substitution)
                    "set");
     T_CONFIG_ERROR("destination", "{\"writer\": {\"token\": \"${FIRN_TEST_TOKEN\"}}",
                    "destination.json: \"writer.token\": unterminated \"${\" in value");
+    /* A default may hold references itself, expanded only when it is used. */
+    T_OK_ERR(parse(&cfg, "source",
+                   "{\"host\": \"${FIRN_TEST_UNSET:-x${FIRN_TEST_UNSET2:-y$$}z}\", "
+                   "\"database\": \"${FIRN_TEST_PG_PORT:-${FIRN_TEST_UNSET}}\", "
+                   "\"username\": \"u\", \"port\": \"${FIRN_TEST_UNSET:-${FIRN_TEST_PG_PORT}}\"}",
+                   &err),
+             &err);
+    T_EQ_STR(cfg.source.host, "xy$z");
+    T_EQ_STR(cfg.source.database, "6000");
+    T_EQ_INT(cfg.source.port, 6000);
+    firn_config_free(&cfg);
+    T_CONFIG_ERROR("source",
+                   "{\"host\": \"h\", \"password\": \"${FIRN_TEST_UNSET:-${FIRN_TEST_UNSET2}}\"}",
+                   "source.json: \"password\": environment variable \"FIRN_TEST_UNSET2\" is not "
+                   "set");
+    T_CONFIG_ERROR("source", "{\"host\": \"${FIRN_TEST_UNSET:-a${FIRN_TEST_PG_PORT}\"}",
+                   "source.json: \"host\": unterminated \"${\" in value");
+    T_CONFIG_ERROR("source", "{\"host\": \"${A B}\"}",
+                   "source.json: \"host\": bad variable name \"A B\" in \"${...}\" (write "
+                   "${NAME} or ${NAME:-default}; a name has letters, digits and \"_\")");
+    T_CONFIG_ERROR("source", "{\"host\": \"h\", \"password\": \"${:-hunter2}\"}",
+                   "source.json: \"password\": bad variable name \"\" in \"${...}\" (write "
+                   "${NAME} or ${NAME:-default}; a name has letters, digits and \"_\")");
     setenv("FIRN_TEST_PG_PORT", "not-a-port", 1);
     T_CONFIG_ERROR("source", "{\"host\": \"h\", \"port\": \"${FIRN_TEST_PG_PORT}\"}",
                    "source.json: \"port\" must be an integer (from the environment)");
