@@ -38,21 +38,31 @@ def src_rows(conn, table: str, names: list[str], where: str = "true") -> list[tu
 def test_columns_subset_backfill_and_cdc(pg, pg_db, firn_bin, duck, tmp_path):
     with pg.connect(dbname=pg_db, autocommit=True) as conn:
         conn.execute("CREATE TABLE c (id int PRIMARY KEY, a text, b int, secret text, big text);"
+                     "ALTER TABLE c ALTER COLUMN big SET STORAGE EXTERNAL;"  # always TOASTed
                      "INSERT INTO c SELECT g, 'a' || g, g * 10, 's' || g, "
                      "(SELECT string_agg(md5(g::text || x::text), '') "
                      "FROM generate_series(1, 300) x) FROM generate_series(1, 20) g;"
                      "CREATE TABLE d (id int PRIMARY KEY, v text, hidden text);"
-                     "INSERT INTO d SELECT g, 'v' || g, 'h' || g FROM generate_series(1, 5) g")
+                     "ALTER TABLE d REPLICA IDENTITY FULL;"  # old rows hold hidden too
+                     "INSERT INTO d SELECT g, 'v' || g, 'h' || g FROM generate_series(1, 5) g;"
+                     "CREATE TABLE pt (id int PRIMARY KEY, v text, region text, z text);"
+                     "INSERT INTO pt SELECT g, 'v' || g, 'r' || g % 2, 'z' FROM "
+                     "generate_series(1, 6) g")
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
         fe.setup(pg, [])
         fe.write_streams([("c", {"columns": ["a", "b"]}),
                           ("d", {"selected_columns": {"columns": ["id", "v"],
-                                                      "sync_new_columns": False}})])
+                                                      "sync_new_columns": False}}),
+                          ("pt", {"columns": ["v"], "partition": ["region"]})])
         out = fe.sync()
         assert 'column \\"id\\" is not selected but is the primary key' in out.stderr
         assert ice_columns(fe, "c") == ["id", "a", "b"]
         assert ice_columns(fe, "d") == ["id", "v"]
         assert ice_rows(fe, duck, "c", ["id", "a", "b"]) == src_rows(conn, "c", ["id", "a", "b"])
+        assert 'column \\"region\\" is not selected but is the partition column' in out.stderr
+        assert ice_columns(fe, "pt") == ["id", "v", "region"]
+        names = ["id", "v", "region"]
+        assert ice_rows(fe, duck, "pt", names) == src_rows(conn, "pt", names)
         conn.execute("UPDATE c SET secret = 'changed' WHERE id = 1")  # only an unselected column
         conn.execute("UPDATE c SET a = 'toast kept' WHERE id = 2")    # big stays TOASTed
         conn.execute("UPDATE c SET big = 'small', b = -3 WHERE id = 3")
@@ -62,11 +72,15 @@ def test_columns_subset_backfill_and_cdc(pg, pg_db, firn_bin, duck, tmp_path):
         conn.execute("UPDATE d SET hidden = 'hh', v = 'v1b' WHERE id = 1")
         conn.execute("ALTER TABLE d ADD COLUMN w int")
         conn.execute("INSERT INTO d VALUES (6, 'v6', 'h6', 66)")
+        conn.execute("DELETE FROM d WHERE id = 2")
+        conn.execute("UPDATE d SET id = 20 WHERE id = 3")
+        conn.execute("UPDATE pt SET z = 'zz', v = 'moved', region = 'r9' WHERE id = 1")
         fe.sync()
         assert ice_columns(fe, "c") == ["id", "a", "b"]
         assert ice_rows(fe, duck, "c", ["id", "a", "b"]) == src_rows(conn, "c", ["id", "a", "b"])
         assert ice_columns(fe, "d") == ["id", "v"]
         assert ice_rows(fe, duck, "d", ["id", "v"]) == src_rows(conn, "d", ["id", "v"])
+        assert ice_rows(fe, duck, "pt", names) == src_rows(conn, "pt", names)
 
 
 def test_sync_new_columns_while_streaming(pg, pg_db, firn_bin, duck, tmp_path):
