@@ -153,6 +153,28 @@ FIRN_MUST_CHECK firn_rc firn_url_encode(firn_buf *out, const char *s, size_t len
  * escape. */
 FIRN_MUST_CHECK firn_rc firn_url_decode(firn_buf *out, const char *s, size_t len, firn_err *err);
 
+/** Room for a redacted configured URL in a message (longer ones are cut). */
+#define FIRN_URL_REDACTED_MAX 512
+
+/** url as every log line and error message prints a configured URL or location (a catalog uri,
+ * a warehouse, an endpoint): its userinfo ("user:secret@") becomes "<redacted>@" and its whole
+ * query "?<redacted>" (a token may ride there); a fragment is dropped. Text without "://" is
+ * copied as is. Writes at most cap bytes (NUL included, cut to fit) to out and returns out; NULL
+ * url gives "". Never fails; thread-safe. */
+const char *firn_url_redact(char *out, size_t cap, const char *url);
+
+/** Room for firn_json_error_brief's result. */
+#define FIRN_JSON_ERROR_BRIEF_MAX 160
+
+/** A JSON parse error for a message without any text of the document: the error of jansson's
+ * json_error_t.text up to the first quote or byte value (it quotes the input near the error,
+ * which may be inside a password), then, when one was completed before the error position, the
+ * name of the last object key (' at key "password"'). text is the document (len bytes),
+ * position jansson's json_error_t.position. Writes to out (cap bytes) and returns it. Never
+ * fails; thread-safe. */
+const char *firn_json_error_brief(
+    char *out, size_t cap, const char *error_text, const char *text, size_t len, size_t position);
+
 /* ------------------------------------------------------------------------------------------------
  * Credential providers: "give me the headers for this request, refresh if needed"
  * ----------------------------------------------------------------------------------------------*/

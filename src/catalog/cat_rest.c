@@ -192,9 +192,11 @@ static firn_rc rest_send(rest_catalog *c,
         return rc;
     json_error_t jerr;
     *out_doc = json_loadb((const char *)resp->body.data, resp->body.len, 0, &jerr);
+    char brief[FIRN_JSON_ERROR_BRIEF_MAX], safe[FIRN_URL_REDACTED_MAX];
     if (!*out_doc)
         return firn_err_set(err, FIRN_ERR_PROTOCOL, "catalog sent malformed JSON for %s %s: %s",
-                            firn_http_method_name(method), url, jerr.text);
+                            firn_http_method_name(method), firn_url_redact(safe, sizeof(safe), url),
+                            firn_json_error_brief(brief, sizeof(brief), jerr.text, NULL, 0, 0));
     return FIRN_OK;
 }
 
@@ -1076,14 +1078,16 @@ static firn_rc load_config(rest_catalog *c, const firn_catalog_rest_opts *o, fir
         rc = firn_err_set(err, rc, "catalog URL is too long");
     else
         rc = rest_send(c, FIRN_HTTP_GET, (const char *)url.data, NULL, 0, &resp, &doc, err);
+    char safe[FIRN_URL_REDACTED_MAX], safe_wh[FIRN_URL_REDACTED_MAX];
+    firn_url_redact(safe, sizeof(safe), c->uri);
     if (rc == FIRN_ERR_NOT_FOUND || rc == FIRN_ERR_INVALID)
         rc = rest_fail(FIRN_ERR_CONFIG, &resp, err, "read the configuration of catalog \"%s\"%s%s",
-                       c->uri, c->warehouse ? " for warehouse " : "",
-                       c->warehouse ? c->warehouse : "");
+                       safe, c->warehouse ? " for warehouse " : "",
+                       firn_url_redact(safe_wh, sizeof(safe_wh), c->warehouse));
     else if (rc)
-        rc = rest_fail(rc, &resp, err, "read the configuration of catalog \"%s\"", c->uri);
+        rc = rest_fail(rc, &resp, err, "read the configuration of catalog \"%s\"", safe);
     else if (!json_is_object(doc))
-        rc = firn_err_set(err, FIRN_ERR_PROTOCOL, "catalog \"%s\" sent no configuration", c->uri);
+        rc = firn_err_set(err, FIRN_ERR_PROTOCOL, "catalog \"%s\" sent no configuration", safe);
     if (!rc)
         apply_config(c, doc, o);
     json_decref(doc);
@@ -1123,8 +1127,10 @@ firn_catalog_rest_open(const firn_catalog_rest_opts *opts, firn_catalog **out, f
         return rc;
     }
     c->io = firn__rest_io_new(opts, refresh_cb, c);
-    FIRN_LOG(FIRN_LOG_DEBUG, "catalog", "REST catalog %s: prefix \"%s\", %zu endpoints", c->uri,
-             c->prefix ? c->prefix : "", c->endpoints.count);
+    char safe[FIRN_URL_REDACTED_MAX];
+    FIRN_LOG(FIRN_LOG_DEBUG, "catalog", "REST catalog %s: prefix \"%s\", %zu endpoints",
+             firn_url_redact(safe, sizeof(safe), c->uri), c->prefix ? c->prefix : "",
+             c->endpoints.count);
     *out = &c->base;
     return FIRN_OK;
 }

@@ -4,6 +4,7 @@
  * metadata file and swaps metadata_location with a compare-and-swap UPDATE in one immediate
  * transaction; the loser of a race gets FIRN_ERR_CONFLICT. */
 #include "firn/catalog.h"
+#include "firn/net.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -716,7 +717,9 @@ static firn_rc db_path(const char *uri, const char **out, firn_err *err)
     if (strncmp(uri, prefix, strlen(prefix)) == 0) {
         *out = uri + strlen(prefix);
     } else if (strstr(uri, "://")) {
-        return firn_err_set(err, FIRN_ERR_CONFIG, "unsupported SQL catalog uri \"%s\"", uri);
+        return firn_err_set(
+            err, FIRN_ERR_CONFIG, "unsupported SQL catalog uri \"%s\"",
+            firn_url_redact((char[FIRN_URL_REDACTED_MAX]){0}, FIRN_URL_REDACTED_MAX, uri));
     } else {
         *out = uri;
     }

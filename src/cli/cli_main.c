@@ -105,7 +105,8 @@ void firn__cli_print_exit_codes(FILE *out)
                  "  2    usage or configuration error: bad option, missing or unreadable file,\n"
                  "       invalid JSON, unknown key, bad value, unset environment variable\n"
                  "  3    source error: host unreachable, authentication failed, missing slot or\n"
-                 "       publication, wal_level not logical, missing privileges\n"
+                 "       publication, wal_level not logical, missing privileges; a stream\n"
+                 "       stopped at a schema change its table cannot take (the others go on)\n"
                  "  4    destination error: catalog unreachable or refusing, catalog path or\n"
                  "       warehouse not writable, storage credentials\n"
                  "  130  interrupted by SIGINT (after a clean stop; SIGTERM exits 0)\n");

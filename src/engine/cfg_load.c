@@ -3,6 +3,7 @@
  * tables of cfg_schema.c, post-process, and resolve the streams against the source and the
  * destination. */
 #include "cfg_int.h"
+#include "firn/net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,9 +61,12 @@ parse_json(const char *text, size_t len, const char *name, json_t **out, firn_er
 {
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
+    char brief[FIRN_JSON_ERROR_BRIEF_MAX];
+    if (!root) /* never the text near the error: it may be inside a password */
         return firn_err_set(err, FIRN_ERR_CONFIG, "%s:%d:%d: invalid JSON: %s", name, jerr.line,
-                            jerr.column, jerr.text);
+                            jerr.column,
+                            firn_json_error_brief(brief, sizeof(brief), jerr.text, text, len,
+                                                  (size_t)jerr.position));
     if (!json_is_object(root)) {
         json_decref(root);
         return firn_err_set(err, FIRN_ERR_CONFIG, "%s: the top level must be a JSON object", name);

@@ -5,6 +5,7 @@
  * that also uses vended credentials. */
 #include "cfg_int.h"
 #include "engine_int.h"
+#include "firn/net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +204,9 @@ firn_rc firn__engine_open_destination(const firn_destination_config *d,
         *out_catalog = NULL;
         *out_io = NULL;
         *out_io_owned = false;
-        firn_err_context(err, "while opening catalog \"%s\"", cc->uri ? cc->uri : "");
+        char safe[FIRN_URL_REDACTED_MAX];
+        firn_err_context(err, "while opening catalog \"%s\"",
+                         firn_url_redact(safe, sizeof(safe), cc->uri));
     }
     return rc;
 }

@@ -2,6 +2,7 @@
 /* `firn check`, `firn discover` and `firn status`: the engine entry points besides sync. */
 #include "cfg_int.h"
 #include "engine_int.h"
+#include "firn/net.h"
 
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -270,13 +271,17 @@ static firn_rc check_destination(const firn_config *cfg, firn_err *err)
     else if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "warehouse \"%s\" is not a location: storage is checked when tables load",
-                 cc->warehouse ? cc->warehouse : "");
+                 firn_url_redact((char[FIRN_URL_REDACTED_MAX]){0}, FIRN_URL_REDACTED_MAX,
+                                 cc->warehouse));
+    char safe[FIRN_URL_REDACTED_MAX], safe_wh[FIRN_URL_REDACTED_MAX];
+    firn_url_redact(safe, sizeof(safe), cc->uri);
     if (rc)
-        firn_err_context(err, "while checking catalog \"%s\" and warehouse \"%s\"",
-                         cc->uri ? cc->uri : "", cc->warehouse ? cc->warehouse : "");
+        firn_err_context(err, "while checking catalog \"%s\" and warehouse \"%s\"", safe,
+                         firn_url_redact(safe_wh, sizeof(safe_wh), cc->warehouse));
     else
         FIRN_LOG(FIRN_LOG_INFO, "engine", "destination ok: %s catalog %s, warehouse %s",
-                 firn_catalog_kind_name(cat), cc->uri, root ? root : "-");
+                 firn_catalog_kind_name(cat), safe,
+                 firn_url_redact(safe_wh, sizeof(safe_wh), root ? root : "-"));
     firn_free(root);
     if (io_owned)
         firn_io_free(io);
@@ -412,18 +417,22 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
 {
     entry_fault = FIRN_FAULT_NONE;
     uint64_t wal = 0;
+    /* A source that was given but cannot be read (wrong password, down) fails the command after
+     * the table is printed (lag then without bytes): a monitor must not read exit 0 as healthy. */
+    firn_rc src_rc = FIRN_OK;
     if (cfg->has_source) {
         char *conninfo = NULL;
         firn_pg_conn *c = NULL;
         char v[64];
-        firn_err ignored = {0};
-        if (open_sql(cfg, &conninfo, &c, &ignored) == FIRN_OK &&
-            firn_pg_conn_query_value(c, "SELECT pg_current_wal_lsn()::text", v, sizeof(v),
-                                     &ignored) == FIRN_OK)
-            firn_rc_ignore(firn_lsn_parse(v, &wal, &ignored));
+        src_rc = open_sql(cfg, &conninfo, &c, err);
+        if (src_rc == FIRN_OK)
+            src_rc = fault(FIRN_FAULT_SOURCE,
+                           firn_pg_conn_query_value(c, "SELECT pg_current_wal_lsn()::text", v,
+                                                    sizeof(v), err));
+        if (src_rc == FIRN_OK)
+            src_rc = fault(FIRN_FAULT_SOURCE, firn_lsn_parse(v, &wal, err));
         firn_pg_conn_close(c);
         free_conninfo(conninfo);
-        entry_fault = FIRN_FAULT_NONE;
     }
     fprintf(out, "%-32s %-32s %-17s %-9s %-18s %-20s %s\n", "stream", "table", "mode", "backfill",
             "committed lsn", "last commit (UTC)", "lag");
@@ -461,6 +470,7 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
                 firn_sync_mode_name(s->sync_mode), st && st->backfill_done ? "done" : "pending",
                 lsn, when, lag);
     }
-    (void)err;
-    return FIRN_OK;
+    if (src_rc)
+        firn_err_context(err, "while reading the source's WAL position for the lag");
+    return src_rc;
 }

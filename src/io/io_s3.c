@@ -520,12 +520,15 @@ static firn_rc parse_endpoint(s3_io *s, const char *endpoint, firn_err *err)
     size_t slen = sep ? (size_t)(sep - endpoint) : 0;
     if (!sep || !((slen == 4 && strncmp(endpoint, "http", 4) == 0) ||
                   (slen == 5 && strncmp(endpoint, "https", 5) == 0)))
-        return firn_err_set(err, FIRN_ERR_CONFIG,
-                            "S3 endpoint \"%s\" must start with http:// or https://", endpoint);
+        return firn_err_set(
+            err, FIRN_ERR_CONFIG, "S3 endpoint \"%s\" must start with http:// or https://",
+            firn_url_redact((char[FIRN_URL_REDACTED_MAX]){0}, FIRN_URL_REDACTED_MAX, endpoint));
     const char *h = sep + 3;
     size_t hlen = strcspn(h, "/?#");
     if (hlen == 0)
-        return firn_err_set(err, FIRN_ERR_CONFIG, "S3 endpoint \"%s\" has no host", endpoint);
+        return firn_err_set(
+            err, FIRN_ERR_CONFIG, "S3 endpoint \"%s\" has no host",
+            firn_url_redact((char[FIRN_URL_REDACTED_MAX]){0}, FIRN_URL_REDACTED_MAX, endpoint));
     const char *path = h + hlen;
     size_t plen = strcspn(path, "?#");
     while (plen > 0 && path[plen - 1] == '/')

@@ -266,8 +266,11 @@ firn_rc firn__oauth2_parse_token(const char *body,
     json_t *doc = json_loadb(body, len, 0, &jerr);
     if (!doc || !json_is_object(doc)) {
         json_decref(doc);
-        return firn_err_set(err, FIRN_ERR_PROTOCOL, "token endpoint sent no JSON object: %s",
-                            jerr.text);
+        char brief[FIRN_JSON_ERROR_BRIEF_MAX];
+        return firn_err_set(
+            err, FIRN_ERR_PROTOCOL, "token endpoint sent no JSON object: %s",
+            doc ? "another JSON value"
+                : firn_json_error_brief(brief, sizeof(brief), jerr.text, NULL, 0, 0));
     }
     firn_rc rc = FIRN_OK;
     const char *token = json_string_value(json_object_get(doc, "access_token"));
@@ -343,8 +346,10 @@ firn_rc firn__oauth2_post(firn_http *http,
         rc = firn__oauth2_parse_token((const char *)resp.body.data, resp.body.len, now_ms(),
                                       out_token, out_exp, err);
     }
+    char safe[FIRN_URL_REDACTED_MAX];
     if (rc)
-        firn_err_context(err, "while fetching a token from \"%s\"", uri);
+        firn_err_context(err, "while fetching a token from \"%s\"",
+                         firn_url_redact(safe, sizeof(safe), uri));
     firn_http_response_deinit(&resp);
     firn_http_headers_deinit(&h);
     return rc;

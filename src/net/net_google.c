@@ -207,9 +207,13 @@ static firn_rc parse_key(google_cred *g, const char *text, firn_err *err)
     json_t *doc = json_loads(text, 0, &jerr);
     if (!doc || !json_is_object(doc)) {
         json_decref(doc);
+        char brief[FIRN_JSON_ERROR_BRIEF_MAX];
         return firn_err_set(err, FIRN_ERR_CONFIG,
-                            "service-account key is not a JSON object: %s (line %d)", jerr.text,
-                            jerr.line);
+                            "service-account key is not a JSON object: %s (line %d)",
+                            doc ? "another JSON value"
+                                : firn_json_error_brief(brief, sizeof(brief), jerr.text, text,
+                                                        strlen(text), (size_t)jerr.position),
+                            doc ? 1 : jerr.line);
     }
     firn_rc rc = FIRN_OK;
     const char *type = json_string_value(json_object_get(doc, "type"));

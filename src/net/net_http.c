@@ -507,11 +507,8 @@ static void body_snippet(const firn_buf *body, char *out, size_t cap)
 static firn_rc classify(const firn_http_request *req, const attempt *a, CURLcode cc, firn_err *err)
 {
     const char *method = firn_http_method_name(req->method);
-    firn_buf url;
-    firn_buf_init(&url, 4096);
-    if (firn__http_redact_url(&url, req->url))
-        firn_buf_reset(&url);
-    const char *u = url.len ? (const char *)url.data : "(url)";
+    char safe[FIRN_URL_REDACTED_MAX];
+    const char *u = firn_url_redact(safe, sizeof(safe), req->url);
     firn_rc rc = FIRN_OK;
     if (cc != CURLE_OK && a->overflow) {
         rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "response to %s \"%s\" exceeds %zu bytes",
@@ -531,7 +528,6 @@ static firn_rc classify(const firn_http_request *req, const attempt *a, CURLcode
         firn_rc_ignore(firn_err_set(err, rc, "%s \"%s\" failed with HTTP %ld%s%s", method, u,
                                     a->resp->status, snippet[0] ? ": " : "", snippet));
     }
-    firn_buf_deinit(&url);
     return rc;
 }
 

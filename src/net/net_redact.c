@@ -3,6 +3,7 @@
  * message (STYLE.md §7: secrets are redacted). */
 #include "net_int.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -107,4 +108,88 @@ firn_rc firn__http_redact_url(firn_buf *out, const char *url)
         return redact_query(out, p + 1);
     }
     return FIRN_OK;
+}
+
+const char *firn_url_redact(char *out, size_t cap, const char *url)
+{
+    FIRN_ASSERT(cap > 0);
+    out[0] = '\0';
+    if (!url)
+        return out;
+    const char *sep = strstr(url, "://");
+    if (!sep) {
+        snprintf(out, cap, "%s", url);
+        return out;
+    }
+    const char *host = sep + 3;
+    const size_t alen = strcspn(host, "/?#");
+    const char *at = NULL;
+    for (const char *p = host; p < host + alen; p++) {
+        if (*p == '@')
+            at = p; /* the last '@' ends the userinfo */
+    }
+    const char *rest = at ? at + 1 : host;
+    const size_t plen = strcspn(rest, "?#");
+    snprintf(out, cap, "%.*s%s%.*s%s", (int)(host - url), url, at ? REDACTED "@" : "", (int)plen,
+             rest, rest[plen] == '?' ? "?" REDACTED : "");
+    return out;
+}
+
+/* The last object key completed before len: a string followed by ':'. */
+static void last_key(const char *text, size_t len, const char **key, size_t *key_len)
+{
+    *key = NULL;
+    *key_len = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] != '"')
+            continue;
+        const size_t start = ++i;
+        while (i < len && text[i] != '"')
+            i += text[i] == '\\' ? 2 : 1;
+        if (i >= len)
+            return;
+        size_t j = i + 1;
+        while (j < len && strchr(" \t\r\n", text[j]))
+            j++;
+        if (j < len && text[j] == ':') {
+            *key = text + start;
+            *key_len = i - start;
+        }
+    }
+}
+
+const char *firn_json_error_brief(
+    char *out, size_t cap, const char *error_text, const char *text, size_t len, size_t position)
+{
+    FIRN_ASSERT(cap > 0);
+    /* Keep jansson's words and its quoted punctuation ("'}' expected"); stop at the text it
+     * quotes from the input (" near '...'", "'\\u12'") or a byte value (" 0x..."). */
+    size_t n = 0;
+    for (const char *p = error_text; *p; p++, n++) {
+        if (*p == '\'' && p[1] && strchr("[]{}:,", p[1]) && p[2] == '\'') {
+            p += 2;
+            n += 2;
+            continue;
+        }
+        if (*p == '\'' || *p == '"' || strncmp(p, " near", 5) == 0 || strncmp(p, " 0x", 3) == 0)
+            break;
+    }
+    while (n > 0 && error_text[n - 1] == ' ')
+        n--;
+    if (n == 0) {
+        error_text = "syntax error";
+        n = strlen(error_text);
+    }
+    const char *key = NULL;
+    size_t key_len = 0;
+    if (text)
+        last_key(text, position < len ? position : len, &key, &key_len);
+    bool printable = key && key_len > 0 && key_len <= 64;
+    for (size_t i = 0; printable && i < key_len; i++)
+        printable = key[i] >= 0x20 && key[i] < 0x7f && key[i] != '\\';
+    if (printable)
+        snprintf(out, cap, "%.*s at key \"%.*s\"", (int)n, error_text, (int)key_len, key);
+    else
+        snprintf(out, cap, "%.*s", (int)n, error_text);
+    return out;
 }
