@@ -90,14 +90,16 @@ static firn_rc check_names(const firn_stream_config *s,
     return FIRN_OK;
 }
 
-/* Whether source column `name` is copied: selected (listed, or part of the baseline when no
- * list is given), or new and sync_new_columns. Without a discovered baseline, the columns the
- * Iceberg table already has count as synced new columns. */
-static bool selected(const firn_stream_config *s,
-                     const firn_strlist *base,
-                     bool has_base,
-                     const firn_strlist *table_cols,
-                     const char *name)
+enum { NOT_SELECTED = 0, LISTED, NEW_COLUMN };
+
+/* Whether source column `name` is copied: selected (LISTED, or part of the baseline when no
+ * list is given), or a NEW_COLUMN and sync_new_columns. Without a discovered baseline, the
+ * columns the Iceberg table already has count as synced new columns. */
+static int selected(const firn_stream_config *s,
+                    const firn_strlist *base,
+                    bool has_base,
+                    const firn_strlist *table_cols,
+                    const char *name)
 {
     bool listed;
     if (s->columns.count)
@@ -108,7 +110,19 @@ static bool selected(const firn_stream_config *s,
         listed = !table_cols || firn_strlist_contains(table_cols, name);
     bool is_new = has_base ? !firn_strlist_contains(base, name)
                            : table_cols && firn_strlist_contains(table_cols, name);
-    return listed || (s->sync_new_columns && is_new);
+    return listed ? LISTED : s->sync_new_columns && is_new ? NEW_COLUMN : NOT_SELECTED;
+}
+
+/* Without a type_schema, a column the table has that `columns` does not list may be one synced
+ * as new or one removed from the list: it is kept, and the operator told how to leave it out. */
+static void note_kept(const firn_stream_config *s, bool has_base, const char *name)
+{
+    if (!has_base && s->columns.count)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "stream \"%s.%s\": column \"%s\" is not in columns but its table has it: "
+                 "synced as a new column (sync_new_columns); to leave it out, set "
+                 "sync_new_columns to false or keep the streams half firn discover writes",
+                 s->namespace, s->name, name);
 }
 
 firn_rc firn__columns_apply(const firn_stream_config *s,
@@ -127,7 +141,10 @@ firn_rc firn__columns_apply(const firn_stream_config *s,
     size_t n_keep = 0;
     for (size_t i = 0; rc == FIRN_OK && i < pg->n_columns; i++) {
         const char *name = pg->columns[i].name;
-        keep[i] = selected(s, &base, has_base, table_cols, name);
+        int how = selected(s, &base, has_base, table_cols, name);
+        if (how == NEW_COLUMN)
+            note_kept(s, has_base, name);
+        keep[i] = how != NOT_SELECTED;
         const char *why = keep[i] ? NULL : required_as(s, pg, i);
         if (why)
             FIRN_LOG(FIRN_LOG_INFO, "engine",

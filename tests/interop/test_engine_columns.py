@@ -225,3 +225,37 @@ def test_discover_baseline_and_rediscover(pg, pg_db, firn_bin, duck, tmp_path):
         assert ice_columns(fe, "p") == ["id", "v", "w"]
         assert ice_rows(fe, duck, "p", ["id", "v", "w"]) == src_rows(conn, "p", ["id", "v", "w"])
         assert ice_columns(fe, "q") == ["id", "v"]
+
+
+def test_selection_changed_between_runs(pg, pg_db, firn_bin, duck, tmp_path):
+    """A column added to `columns` joins the schema (older rows null, not copied again); one
+    removed stays in the table, null in the rows written afterwards; each with a warning."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, a text, b int);"
+                     "INSERT INTO t SELECT g, 'a' || g, g FROM generate_series(1, 3) g")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, [("t", {"columns": ["a"]})])
+        fe.sync()
+        assert ice_columns(fe, "t") == ["id", "a"]
+        conn.execute("UPDATE t SET b = 20 WHERE id = 2")
+        fe.write_streams([("t", {"columns": ["a", "b"]})])
+        out = fe.sync()
+        assert 'column \\"b\\" is new to the table' in out.stderr, out.stderr[-2000:]
+        assert ice_columns(fe, "t") == ["id", "a", "b"]
+        assert ice_rows(fe, duck, "t", ["id", "a", "b"]) == [
+            (1, "a1", None), (2, "a2", 20), (3, "a3", None)]
+        conn.execute("UPDATE t SET a = 'x', b = 30 WHERE id = 3")
+        # Without the streams half of firn discover (type_schema), a column the table has may
+        # have been synced as new: it stays, with a warning, while sync_new_columns is true.
+        fe.write_streams([("t", {"columns": ["b"]})])
+        out = fe.sync()
+        assert 'column \\"a\\" is not in columns but its table has it' in out.stderr
+        assert ice_rows(fe, duck, "t", ["id", "a", "b"]) == [
+            (1, "a1", None), (2, "a2", 20), (3, "x", 30)]
+        conn.execute("UPDATE t SET a = 'y', b = 40 WHERE id = 3")
+        fe.write_streams([("t", {"columns": ["b"], "sync_new_columns": False})])
+        out = fe.sync()
+        assert 'column \\"a\\" is no longer selected' in out.stderr, out.stderr[-2000:]
+        assert ice_columns(fe, "t") == ["id", "a", "b"]
+        assert ice_rows(fe, duck, "t", ["id", "a", "b"]) == [
+            (1, "a1", None), (2, "a2", 20), (3, None, 40)]
