@@ -15,6 +15,9 @@
 
 static _Thread_local firn_fault last_fault;
 
+/* First key of the advisory lock a run holds on its slot ('firn' in ASCII). */
+#define FIRN_SLOT_LOCK_CLASS 0x6669726e
+
 firn_fault firn_engine_last_fault(void)
 {
     return last_fault;
@@ -255,6 +258,41 @@ static void engine_close(firn__engine *e)
     }
 }
 
+/* One firn per replication slot, on any host: a session advisory lock on the slot's name,
+ * held by the SQL connection for the whole run and taken before any table is opened (a second
+ * firn would otherwise rebuild key indexes and only then find the slot busy). Runs without a
+ * CDC stream do not read the slot and take no lock. */
+static firn_rc lock_slot(firn__engine *e, firn_err *err)
+{
+    bool cdc = false;
+    for (size_t i = 0; i < e->cfg->streams.count; i++) {
+        const firn_stream_config *s = &e->cfg->streams.items[i];
+        cdc |= s->selected &&
+               (s->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || s->sync_mode == FIRN_SYNC_CDC_ONLY);
+    }
+    const char *slot = e->cfg->source.slot;
+    if (!cdc || !slot || strchr(slot, '\''))
+        return FIRN_OK;
+    char sql[512], out[64];
+    snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%d, hashtext('firn slot %s'))::text",
+             FIRN_SLOT_LOCK_CLASS, slot);
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, sql, out, sizeof(out), err));
+    if (strcmp(out, "true") == 0)
+        return FIRN_OK;
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce((SELECT pid::text FROM pg_locks WHERE locktype = 'advisory' AND "
+             "classid = %d AND objid = hashtext('firn slot %s')::oid AND granted LIMIT 1), "
+             "'unknown')",
+             FIRN_SLOT_LOCK_CLASS, slot);
+    if (firn_pg_conn_query_value(e->sql, sql, out, sizeof(out), NULL) != FIRN_OK)
+        snprintf(out, sizeof(out), "unknown");
+    return firn_err_set(err, FIRN_ERR_UNAVAILABLE,
+                        "replication slot \"%s\" is in use by another firn sync (server process "
+                        "%s holds it, streaming or copying; the slot is active while it streams); "
+                        "stop that one first, or give this run its own slot and publication",
+                        slot, out);
+}
+
 static firn_rc
 engine_open(firn__engine *e, const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
 {
@@ -266,6 +304,7 @@ engine_open(firn__engine *e, const firn_config *cfg, const firn_sync_options *op
     copy_state(&e->state, &cfg->state);
     pq_options(e);
     FIRN_TRY(open_source(e, err));
+    FIRN_TRY(fail(FIRN_FAULT_SOURCE, lock_slot(e, err)));
     FIRN_TRY(open_catalog(e, err));
     FIRN_TRY(discover_selected(e, err));
     for (size_t i = 0; i < cfg->streams.count; i++) {

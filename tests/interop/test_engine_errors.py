@@ -245,9 +245,28 @@ def test_slot_in_use_by_another_firn(fe):
         args[args.index("--state") + 1] = str(fe.root / "other-state.json")
         line = one_error(run(fe, "sync", *args), 3)
         assert "firn_e2e" in line and "active" in line, line
+        # ... found before any table is opened (no key index is loaded or rebuilt), also with
+        # another index folder
+        proc = fe.run("sync", *args, "--log", "info", timeout=60,
+                      env={"XDG_CACHE_HOME": str(fe.root / "other-cache")})
+        assert proc.returncode == 3, proc.stderr
+        assert 'replication slot "firn_e2e" is in use by another firn sync' in proc.stderr
+        assert "index" not in proc.stderr and "table" not in proc.stderr, proc.stderr
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=30) == 0
+
+
+def test_slot_locked_while_another_firn_copies(fe, pg, pg_db):
+    """A run's lock on its slot (docs/operations.md) also covers the initial copy, when the slot
+    is not active yet: a second run stops before it opens a table, naming the holder."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("SELECT pg_advisory_lock(1718186606, hashtext('firn slot firn_e2e'))")
+        line = one_error(run(fe, "sync", *fe.sync_args), 3)
+        assert line.startswith('firn: replication slot "firn_e2e" is in use by another firn '
+                               f'sync (server process {conn.info.backend_pid} holds it'), line
+        assert not fe.catalog_db.exists() or not fe.catalog().list_namespaces()
+    fe.sync(timeout=120)  # the lock went with the connection
 
 
 # ---- stream and budget mistakes found by hostile testing --------------------------------------
