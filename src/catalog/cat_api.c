@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Catalog interface: argument checks and dispatch to the implementation's vtable. */
-#include "firn/catalog.h"
+#include "cat_int.h"
 
 #include <string.h>
 
@@ -162,4 +162,35 @@ firn_rc firn_catalog_commit_transaction(firn_catalog *c,
         return firn_err_set(err, FIRN_ERR_UNSUPPORTED,
                             "the %s catalog cannot commit several tables at once", c->vt->kind);
     return c->vt->commit_transaction(c, commits, n, err);
+}
+
+static bool segment_byte_encoded(unsigned char ch, bool dots)
+{
+    return ch < 0x20 || ch == 0x7f || ch == '/' || ch == '\\' || ch == '%' || ch == '~' ||
+           (dots && ch == '.');
+}
+
+/* Iceberg Java's and pyiceberg's SQL catalogs append the name as it is (so "../x" leaves the
+ * warehouse); percent-encoding would not do either, as a file:// location is percent-decoded
+ * before it is opened ('%' and '~' are escaped to keep the encoding one-to-one). */
+firn_rc firn__cat_append_segment(firn_buf *b, const char *name)
+{
+    const bool dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        if (segment_byte_encoded(*p, dots))
+            FIRN_TRY(firn_buf_appendf(b, "~%02X", *p));
+        else
+            FIRN_TRY(firn_buf_append(b, p, 1));
+    }
+    return FIRN_OK;
+}
+
+bool firn__cat_segment_needs_encoding(const char *name)
+{
+    const bool dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        if (segment_byte_encoded(*p, dots))
+            return true;
+    }
+    return false;
 }

@@ -2,6 +2,7 @@
 /* The Iceberg REST catalog client (open-api/rest-catalog-open-api.yaml, ICEBERG.md §G-I):
  * configuration handshake, namespaces, tables, single- and multi-table commits, error documents
  * mapped to firn codes, and vended storage credentials handed to the catalog's FileIO. */
+#include "cat_int.h"
 #include "cat_rest_int.h"
 
 #include <jansson.h>
@@ -96,7 +97,11 @@ url_table(const rest_catalog *c, firn_buf *b, const char *ns, const char *name, 
 {
     FIRN_TRY(url_ns(c, b, ns, err));
     firn_rc rc = firn_buf_append_cstr(b, "/tables/");
-    if (!rc)
+    /* "." and ".." stay themselves in percent-encoding, and a server that normalizes the path
+     * would then act on the namespace: encode their dots. */
+    if (!rc && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0))
+        rc = firn_buf_append_cstr(b, name[1] ? "%2E%2E" : "%2E");
+    else if (!rc)
         rc = firn_url_encode(b, name, strlen(name), false);
     if (rc)
         return firn_err_set(err, rc, "URL of table \"%s.%s\" is too long", ns, name);
@@ -679,6 +684,39 @@ create_request(const char *name, const firn_table_create *o, firn_buf *body, fir
     return dump_json(req, body, err);
 }
 
+/* A table whose name is no safe folder name ("../x"): servers place a table at
+ * <namespace location>/<name> as it is, so firn asks for the location with the name encoded as
+ * the SQL catalog does; without a namespace location it cannot, and refuses. */
+static firn_rc
+safe_location(firn_catalog *base, const char *ns, const char *name, char **out, firn_err *err)
+{
+    firn_props props;
+    FIRN_TRY(firn_catalog_load_namespace(base, ns, &props, err));
+    const char *nsloc = firn_props_get(&props, "location");
+    firn_rc rc = FIRN_OK;
+    if (!nsloc || !nsloc[0]) {
+        rc = firn_err_set(err, FIRN_ERR_CONFIG,
+                          "cannot create table \"%s.%s\": its name is not a safe folder name and "
+                          "namespace \"%s\" has no location to place it under; set the "
+                          "namespace's location property or choose a target_table",
+                          ns, name, ns);
+    } else {
+        firn_buf b;
+        firn_buf_init(&b, URL_MAX_BYTES);
+        size_t n = strlen(nsloc);
+        while (n > 0 && nsloc[n - 1] == '/')
+            n--;
+        rc = firn_buf_appendf(&b, "%.*s/", (int)n, nsloc);
+        rc = rc ? rc : firn__cat_append_segment(&b, name);
+        if (rc)
+            rc = firn_err_set(err, rc, "location of table \"%s.%s\" is too long", ns, name);
+        *out = rc ? NULL : (char *)firn_buf_take(&b, NULL);
+        firn_buf_deinit(&b);
+    }
+    firn_props_deinit(&props);
+    return rc;
+}
+
 static firn_rc rest_create_table(firn_catalog *base,
                                  const char *ns,
                                  const char *name,
@@ -687,13 +725,20 @@ static firn_rc rest_create_table(firn_catalog *base,
                                  firn_err *err)
 {
     rest_catalog *c = (rest_catalog *)base;
+    char *location = NULL;
+    firn_table_create o = *opts;
+    if (!o.location && firn__cat_segment_needs_encoding(name)) {
+        FIRN_TRY(safe_location(base, ns, name, &location, err));
+        o.location = location;
+    }
     firn_buf url, body;
     firn_buf_init(&url, URL_MAX_BYTES);
     firn_buf_init(&body, BODY_MAX_BYTES);
     firn_http_response resp;
     firn_http_response_init(&resp);
     json_t *doc = NULL;
-    firn_rc rc = create_request(name, opts, &body, err);
+    firn_rc rc = create_request(name, &o, &body, err);
+    firn_free(location);
     if (!rc)
         rc = url_ns(c, &url, ns, err);
     if (!rc && firn_buf_append_cstr(&url, "/tables"))

@@ -3,7 +3,7 @@
  * (pyiceberg/catalog/sql.py), so both open each other's tables. A commit writes the next
  * metadata file and swaps metadata_location with a compare-and-swap UPDATE in one immediate
  * transaction; the loser of a race gets FIRN_ERR_CONFLICT. */
-#include "firn/catalog.h"
+#include "cat_int.h"
 #include "firn/net.h"
 
 #include <sqlite3.h>
@@ -543,26 +543,6 @@ static firn_rc publish(sql_catalog *c,
     return FIRN_OK;
 }
 
-/* Appends name as one path segment that cannot leave its folder and needs no escaping in a
- * URI: '/', '\\', '%', '~', control characters and the dots of the names "." and ".." become
- * '~' and two hex digits ("../x" is "..~2Fx", ".." is "~2E~2E"); every other byte, UTF-8
- * included, is kept. Iceberg Java's and pyiceberg's SQL catalogs append the name as it is (so
- * "../x" leaves the warehouse); percent-encoding would not do either, as a file:// location is
- * percent-decoded before it is opened ('%' and '~' are escaped to keep the encoding one-to-one). */
-static firn_rc append_segment(firn_buf *b, const char *name)
-{
-    const bool dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        const bool enc = *p < 0x20 || *p == 0x7f || *p == '/' || *p == '\\' || *p == '%' ||
-                         *p == '~' || (dots && *p == '.');
-        if (enc)
-            FIRN_TRY(firn_buf_appendf(b, "~%02X", *p));
-        else
-            FIRN_TRY(firn_buf_append(b, p, 1));
-    }
-    return FIRN_OK;
-}
-
 static firn_rc
 default_location(sql_catalog *c, const char *ns, const char *name, char **out, firn_err *err)
 {
@@ -579,14 +559,14 @@ default_location(sql_catalog *c, const char *ns, const char *name, char **out, f
         rc = firn_buf_appendf(&b, "%.*s/", (int)n, nsloc);
     } else if (c->warehouse) {
         rc = firn_buf_appendf(&b, "%s/", c->warehouse);
-        rc = rc ? rc : append_segment(&b, ns);
+        rc = rc ? rc : firn__cat_append_segment(&b, ns);
         rc = rc ? rc : firn_buf_append_cstr(&b, "/");
     } else {
         rc = firn_err_set(err, FIRN_ERR_CONFIG,
                           "no location for table \"%s.%s\": configure a warehouse", ns, name);
     }
     firn_props_deinit(&props);
-    rc = rc ? rc : append_segment(&b, name);
+    rc = rc ? rc : firn__cat_append_segment(&b, name);
     if (rc) {
         firn_buf_deinit(&b);
         return rc == FIRN_ERR_TOO_LARGE

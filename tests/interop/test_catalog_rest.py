@@ -178,3 +178,39 @@ def test_firn_check(firn_bin, rest_catalog, rest_catalog_s3, tmp_path):
     # no catalog there
     p = firn_check(firn_bin, tmp_path, {"type": "rest", "uri": "http://127.0.0.1:9/x"})
     assert p.returncode != 0 and "http://127.0.0.1:9/x" in p.stderr, p.stderr
+
+
+def test_path_like_table_name_gets_a_safe_location(rest_catalog, catalog_tool, tmp_path):
+    """The server would place "../../evil" at <namespace location>/../../evil: firn asks for the
+    location with the name encoded as the SQL catalog does (docs/configuration.md "Table
+    locations")."""
+    loc = rest_catalog
+    ns = "ev_" + uuid.uuid4().hex[:8]
+    nsloc = tmp_path / "nsloc"
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    tool(catalog_tool, loc, "create-namespace", ns, f"location=file://{nsloc}")
+    out = json.loads(tool(catalog_tool, loc, "create-table", ns, "../../evil",
+                          str(tmp_path / "schema.json")).stdout)
+    assert out["metadata"]["location"] == f"file://{nsloc}/..~2F..~2Fevil"
+    # (the server writes Hadoop's "file:/path" form)
+    assert f"{nsloc}/..~2F..~2Fevil/metadata/" in out["metadata-location"]
+    assert not (tmp_path / "evil").exists() and not (tmp_path.parent / "evil").exists()
+    tbl = loc.pyiceberg().load_table((ns, "../../evil"))
+    assert tbl.location() == f"file://{nsloc}/..~2F..~2Fevil"
+    # "." and ".." reach the server as table names, not as path steps
+    # ".." is created at an encoded location, and its URL segment is %2E%2E: dropping it drops
+    # that table, never the namespace a folded "/tables/.." would name
+    out = json.loads(tool(catalog_tool, loc, "create-table", ns, "..",
+                          str(tmp_path / "schema.json")).stdout)
+    assert out["metadata"]["location"] == f"file://{nsloc}/~2E~2E"
+    assert sorted(loc.pyiceberg().list_tables(ns)) == [(ns, ".."), (ns, "../../evil")]
+    tool(catalog_tool, loc, "drop-table", ns, "..", check=False)
+    assert (ns,) in loc.pyiceberg().list_namespaces()
+    assert (ns, "../../evil") in loc.pyiceberg().list_tables(ns)
+    # a namespace without its own location: this server reports its default one
+    ns2 = ns + "_default"
+    tool(catalog_tool, loc, "create-namespace", ns2)
+    out = json.loads(tool(catalog_tool, loc, "create-table", ns2, "a/b",
+                          str(tmp_path / "schema.json")).stdout)
+    nsloc2 = loc.pyiceberg().load_namespace_properties(ns2)["location"]
+    assert out["metadata"]["location"] == f"{nsloc2}/a~2Fb"
