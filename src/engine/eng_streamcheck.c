@@ -36,6 +36,22 @@ static firn_rc check_cursor_column(const firn_stream_config *s,
                                    const char *col,
                                    firn_err *err)
 {
+    /* Types with no ordering: max() and ">=" fail on them (json, xml, the geometric types). */
+    static const uint32_t unordered[] = {114, 142, 600, 601, 602, 603, 604, 628, 718};
+    for (size_t i = 0; i < pg->n_columns; i++) {
+        const firn_pg_column *c = &pg->columns[i];
+        if (strcmp(c->name, col) != 0)
+            continue;
+        for (size_t k = 0; k < sizeof(unordered) / sizeof(unordered[0]); k++) {
+            if (c->type && c->type->base_oid == unordered[k])
+                return firn_err_set(err, FIRN_ERR_CONFIG,
+                                    "stream \"%s.%s\": cursor_field \"%s\" is of type %s, which "
+                                    "has no order; pick a timestamp, date, number or text column",
+                                    s->namespace, s->name, col,
+                                    c->type->name ? c->type->name : "?");
+        }
+        return FIRN_OK;
+    }
     if (column_named(pg, col))
         return FIRN_OK;
     char cols[120];

@@ -23,8 +23,8 @@ def one_error(proc, code: int) -> str:
 def fe(pg, pg_db, firn_bin, tmp_path) -> FirnEnv:
     with pg.connect(dbname=pg_db) as conn:
         conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text, f double precision, "
-                     "ts timestamptz, d date); INSERT INTO t VALUES (1, 'a', 1.5, now(), "
-                     "current_date)")
+                     "ts timestamptz, d date, j json); INSERT INTO t VALUES (1, 'a', 1.5, now(), "
+                     "current_date, '{}')")
     env = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
     env.setup(pg, ["t"])
     return env
@@ -50,6 +50,8 @@ def check_and_sync(fe: FirnEnv) -> list[str]:
      ['stream "public.t"', 'cursor_field "nope"', "does not exist", "available_cursor_fields"]),
     ({"sync_mode": "incremental", "cursor_field": "ts:gone"},
      ['stream "public.t"', '"gone"', "does not exist"]),
+    ({"sync_mode": "incremental", "cursor_field": "j"},
+     ['stream "public.t"', 'cursor_field "j"', "json", "no order"]),
     ({"target_table": ""}, ['"target_table"', "empty"]),
 ])
 def test_stream_mistakes(fe, opts, want):
