@@ -214,6 +214,8 @@ static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, f
     *changed = false;
     for (uint16_t i = 0; i < rel->n_cols; i++) {
         int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
+        if (idx < 0) /* changes from before a rename the table took: the column's old name */
+            idx = firn__rename_historic(m->table, rel, rel->cols[i].name);
         m->batch_col[i] = idx;
         if (idx < 0 && (dropped_column(m->table, rel->cols[i].name) ||
                         firn__columns_left_out(m->table, rel->cols[i].name)))
@@ -249,7 +251,8 @@ stop_run(const firn_pgo_rel *rel, const char *col, const char *why, firn__table 
 
 /* One column change of a Relation message the table takes in-stream. */
 typedef struct col_change {
-    int32_t idx; /* source column retyped, or -1: added */
+    int32_t idx;    /* source column retyped, or -1: added */
+    int16_t attnum; /* added: its attnum (renames are told by it), 0: unknown */
     const char *name;
     firn_pg_type *type;
     firn_field *field; /* retyped: the new field */
@@ -314,7 +317,7 @@ static firn_rc plan_retype(cdc *c,
             return stop_run(rel, rc->name, "changed type", t, err);
         }
     }
-    *out = (col_change){idx, rc->name, type, f};
+    *out = (col_change){idx, 0, rc->name, type, f};
     return FIRN_OK;
 }
 
@@ -375,21 +378,69 @@ static firn_rc plan_add(cdc *c,
     FIRN_TRY(column_ndims(c, t, rc->name, &ndims, err));
     firn_pg_type *type = NULL;
     FIRN_TRY(firn_pg_type_resolve(c->e->sql, rc->type_oid, rc->typmod, ndims, &type, err));
-    *out = (col_change){-1, rc->name, type, NULL};
-    return FIRN_OK;
+    int16_t attnum = 0;
+    firn_rc r = firn__rename_attnum(t, rc->name, &attnum, err);
+    *out = (col_change){-1, attnum, rc->name, type, NULL};
+    return r;
 }
 
 /* A Relation message that adds columns or widens types while streaming: the table commits
  * what it buffered (rows of the old description, in parts when inside a transaction), evolves
  * its schema through the catalog and rebuilds its buffer; the map is built again. A type the
  * table cannot take stops this table's stream only (halt_table). */
+/* Required columns the message lacks (dropped from the source) become optional; true when
+ * there was one. */
+static bool relax_dropped(rel_map *m, const firn_pgo_rel *rel)
+{
+    firn__table *t = m->table;
+    bool relaxed = false;
+    for (int32_t k = dropped_required(m, rel); k >= 0; k = dropped_required(m, rel)) {
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": column \"%s\" dropped from the source while streaming: null "
+                 "from now on",
+                 t->display, t->pg->columns[k].name);
+        t->schema->children[k]->required = false;
+        relaxed = true;
+    }
+    return relaxed;
+}
+
+/* Renamed source columns take their new names in the table's description and are queued for
+ * the schema commit, which renames the Iceberg fields (same ids: the rows from before read
+ * under the new name). */
+static void
+apply_renames(firn__table *t, const firn_pgo_rel *rel, const firn__colrename *ren, size_t n)
+{
+    for (size_t r = 0; r < n; r++) {
+        firn_pg_column *pc = &t->pg->columns[ren[r].idx];
+        firn_field *f = t->schema->children[ren[r].idx];
+        const char *to = rel->cols[ren[r].rel_col].name;
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": column \"%s\" renamed to \"%s\" on the source while streaming: "
+                 "renamed in the table (field id %d)",
+                 t->display, pc->name, to, (int)f->id);
+        firn_strlist_push(&t->rename_from, pc->name);
+        firn_strlist_push(&t->rename_to, to);
+        firn_free(pc->name);
+        pc->name = firn_strdup(to);
+        if (strcmp(f->name, to) != 0) { /* a retype gave the field the new name already */
+            firn_free(f->name);
+            f->name = firn_strdup(to);
+        }
+    }
+}
+
 static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err *err)
 {
     firn__table *t = m->table;
     col_change *ch = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(*ch));
-    size_t n = 0;
+    firn__colrename *ren = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(*ren));
+    size_t n = 0, n_ren = 0;
     bool halted = false;
-    firn_rc rc = FIRN_OK;
+    firn_err why = {0};
+    firn_rc rc = firn__rename_plan(t, rel, m->batch_col, ren, &n_ren, &why, &halted, err);
+    if (rc == FIRN_OK && halted)
+        rc = halt_table(c, t, &why, err);
     for (uint16_t i = 0; rc == FIRN_OK && !halted && i < rel->n_cols; i++) {
         const firn_pgo_relcol *col = &rel->cols[i];
         int32_t idx = m->batch_col[i];
@@ -414,27 +465,25 @@ static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err
         rc = stop_run(rel, t->pg->columns[relax].name, "was dropped", t, err);
     if (rc == FIRN_OK && !halted && firn_batch_rows(t->buf) > 0)
         rc = flush_table(c, t, err); /* rows of the old description */
-    for (; rc == FIRN_OK && relax >= 0; relax = dropped_required(m, rel)) {
-        FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "table \"%s\": column \"%s\" dropped from the source while streaming: null "
-                 "from now on",
-                 t->display, t->pg->columns[relax].name);
-        t->schema->children[relax]->required = false;
-        relaxed = true;
-    }
+    if (rc == FIRN_OK && relax >= 0)
+        relaxed = relax_dropped(m, rel);
     for (size_t k = 0; rc == FIRN_OK && !halted && k < n; k++) {
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": column \"%s\" %s %s while streaming",
                  t->display, ch[k].name, ch[k].idx < 0 ? "added as" : "now", ch[k].type->name);
-        if (ch[k].idx < 0)
+        if (ch[k].idx < 0) {
             firn__table_column_add(t, ch[k].name, ch[k].type);
-        else
+            t->pg->columns[t->pg->n_columns - 1].attnum = ch[k].attnum;
+        } else
             firn__table_column_retype(t, (size_t)ch[k].idx, ch[k].type, ch[k].field);
         ch[k].type = NULL;
         ch[k].field = NULL;
     }
-    if (rc == FIRN_OK && !halted && (n > 0 || relaxed))
+    if (rc == FIRN_OK && !halted)
+        apply_renames(t, rel, ren, n_ren);
+    if (rc == FIRN_OK && !halted && (n > 0 || relaxed || n_ren > 0))
         rc = firn__table_schema_apply(t, err);
     changes_free(ch, n);
+    firn_free(ren);
     return rc;
 }
 

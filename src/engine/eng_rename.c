@@ -118,3 +118,285 @@ firn_rc firn__rename_check_table(firn__table *t,
         renamed_line(t, ns, name, why);
     return FIRN_OK;
 }
+
+/* ---- columns ------------------------------------------------------------------------------ */
+
+firn_rc firn__rename_attnum(firn__table *t, const char *name, int16_t *out, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(t->eng->sql);
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    const char *params[2] = {oid, name};
+    PGresult *r = PQexecParams(pq,
+                               "SELECT attnum FROM pg_attribute WHERE attrelid = $1::oid AND "
+                               "attname = $2 AND attnum > 0 AND NOT attisdropped",
+                               2, NULL, params, NULL, NULL, 0);
+    firn_rc rc = FIRN_OK;
+    int32_t v = 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up column \"%s\" of %s: %s", name,
+                          t->pg->qualified, PQerrorMessage(pq));
+    else if (PQntuples(r) > 0)
+        rc = firn_parse_i32(PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), &v, err);
+    PQclear(r);
+    *out = (int16_t)v;
+    return rc;
+}
+
+/* The current name of column attnum of t in out ("" when it is dropped or gone). */
+static firn_rc attnum_name(firn__table *t, int16_t attnum, char *out, size_t cap, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(t->eng->sql);
+    char oid[16], num[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    snprintf(num, sizeof(num), "%d", (int)attnum);
+    const char *params[2] = {oid, num};
+    PGresult *r = PQexecParams(pq,
+                               "SELECT attname FROM pg_attribute WHERE attrelid = $1::oid AND "
+                               "attnum = $2::int2 AND NOT attisdropped",
+                               2, NULL, params, NULL, NULL, 0);
+    firn_rc rc = FIRN_OK;
+    out[0] = '\0';
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up the columns of %s: %s",
+                          t->pg->qualified, PQerrorMessage(pq));
+    else if (PQntuples(r) > 0)
+        snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+static bool table_has_field(const firn__table *t, const char *name)
+{
+    for (size_t i = 0; i < t->schema->n_children; i++) {
+        if (strcmp(t->schema->children[i]->name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Index of the Relation message's column named name that the table does not know, or -1. */
+static int32_t
+unknown_named(firn__table *t, const firn_pgo_rel *rel, const int32_t *batch_col, const char *name)
+{
+    for (uint16_t i = 0; i < rel->n_cols; i++) {
+        if (batch_col[i] < 0 && strcmp(rel->cols[i].name, name) == 0 && !table_has_field(t, name) &&
+            !firn__columns_left_out(t, name))
+            return (int32_t)i;
+    }
+    return -1;
+}
+
+static bool mapped(const firn_pgo_rel *rel, const int32_t *batch_col, size_t k)
+{
+    for (uint16_t i = 0; i < rel->n_cols; i++) {
+        if (batch_col[i] == (int32_t)k)
+            return true;
+    }
+    return false;
+}
+
+/* A source column of t the message lacks (by name) while the message has columns the table does
+ * not know: the column's attnum says what it is called now. That name among the unknown ones
+ * is a rename (attnums are never reused; the column kept its attnum since the table knew it).
+ * Another name means it was renamed again since, and which column of the message it is cannot
+ * be told: the stream stops (*halt, why) rather than guess. */
+static firn_rc plan_one(firn__table *t,
+                        const firn_pgo_rel *rel,
+                        int32_t *batch_col,
+                        size_t k,
+                        firn__colrename *out,
+                        size_t *n_out,
+                        firn_err *why,
+                        bool *halt,
+                        firn_err *err)
+{
+    const firn_pg_column *pc = &t->pg->columns[k];
+    char now[256];
+    FIRN_TRY(attnum_name(t, pc->attnum, now, sizeof(now), err));
+    if (now[0] == '\0')
+        return FIRN_OK; /* dropped */
+    const int32_t i = unknown_named(t, rel, batch_col, now);
+    if (i >= 0) {
+        out[*n_out].idx = k;
+        out[*n_out].rel_col = (uint16_t)i;
+        (*n_out)++;
+        batch_col[i] = (int32_t)k;
+        return FIRN_OK;
+    }
+    *halt = true;
+    firn_err_set(why, FIRN_ERR_SCHEMA,
+                 "column \"%s\" of \"%s.%s\" was renamed while streaming and again since (now "
+                 "\"%s\"): stream stopped, the slot keeps its changes; drop table \"%s\" and run "
+                 "firn sync to copy it again",
+                 pc->name, t->pg->schema_name, t->pg->name, now, t->display);
+    return FIRN_OK;
+}
+
+firn_rc firn__rename_plan(firn__table *t,
+                          const firn_pgo_rel *rel,
+                          int32_t *batch_col,
+                          firn__colrename *out,
+                          size_t *n_out,
+                          firn_err *why,
+                          bool *halt,
+                          firn_err *err)
+{
+    *n_out = 0;
+    *halt = false;
+    bool unknown = false;
+    for (uint16_t i = 0; i < rel->n_cols && !unknown; i++)
+        unknown = batch_col[i] < 0 && !table_has_field(t, rel->cols[i].name) &&
+                  !firn__columns_left_out(t, rel->cols[i].name);
+    for (size_t k = 0; unknown && !*halt && k < t->pg->n_columns; k++) {
+        if (t->pg->columns[k].attnum <= 0 || mapped(rel, batch_col, k))
+            continue;
+        FIRN_TRY(plan_one(t, rel, batch_col, k, out, n_out, why, halt, err));
+    }
+    return FIRN_OK;
+}
+
+int32_t firn__rename_historic(const firn__table *t, const firn_pgo_rel *rel, const char *name)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    if (table_has_field(t, name))
+        return -1;
+    for (size_t s = 0; s < md->n_schemas; s++) {
+        const firn_field *root = md->schemas[s]->root;
+        for (size_t f = 0; f < root->n_children; f++) {
+            if (strcmp(root->children[f]->name, name) != 0)
+                continue;
+            for (size_t k = 0; k < t->pg->n_columns; k++) {
+                const firn_field *now = t->schema->children[k];
+                bool in_rel = false;
+                for (uint16_t i = 0; i < rel->n_cols && !in_rel; i++)
+                    in_rel = strcmp(rel->cols[i].name, now->name) == 0;
+                if (now->id == root->children[f]->id && !in_rel)
+                    return (int32_t)k;
+            }
+        }
+    }
+    return -1;
+}
+
+/* ---- between runs: the attnums of the table's columns ----------------------------------- */
+
+static const firn_field *top_named(const firn_field *root, const char *name)
+{
+    for (size_t i = 0; i < root->n_children; i++) {
+        if (strcmp(root->children[i]->name, name) == 0)
+            return root->children[i];
+    }
+    return NULL;
+}
+
+static bool source_has(const firn__table *t, const char *name)
+{
+    for (size_t i = 0; i < t->pg->n_columns; i++) {
+        if (strcmp(t->pg->columns[i].name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+firn_rc firn__rename_attnums_text(const firn__table *t, const firn_field *root, firn_buf *out)
+{
+    firn_buf_reset(out);
+    for (size_t i = 0; i < t->pg->n_columns; i++) {
+        const firn_field *f = top_named(root, t->pg->columns[i].name);
+        if (!f || t->pg->columns[i].attnum <= 0)
+            continue;
+        FIRN_TRY(firn_buf_appendf(out, "%s%d:%d", out->len ? "," : "", (int)f->id,
+                                  (int)t->pg->columns[i].attnum));
+    }
+    return FIRN_OK;
+}
+
+/* The field id FIRN_PROP_ATTNUMS gives attnum, 0 when none. */
+static int32_t field_of_attnum(const char *prop, int16_t attnum)
+{
+    for (const char *p = prop; p && *p;) {
+        const char *colon = strchr(p, ':');
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        int32_t id = 0, num = 0;
+        if (!colon || colon > end || firn_parse_i32(p, (size_t)(colon - p), &id, NULL) != FIRN_OK ||
+            firn_parse_i32(colon + 1, (size_t)(end - colon - 1), &num, NULL) != FIRN_OK)
+            return 0;
+        if (num == attnum)
+            return id;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+void firn__rename_between_runs(firn__table *t, const firn_field *root)
+{
+    const char *prop = firn_props_get(&t->cat.metadata->properties, FIRN_PROP_ATTNUMS);
+    for (size_t i = 0; prop && i < t->pg->n_columns; i++) {
+        const firn_pg_column *pc = &t->pg->columns[i];
+        if (pc->attnum <= 0 || top_named(root, pc->name))
+            continue;
+        const int32_t id = field_of_attnum(prop, pc->attnum);
+        const firn_field *f = NULL;
+        for (size_t k = 0; id > 0 && k < root->n_children && !f; k++)
+            f = root->children[k]->id == id ? root->children[k] : NULL;
+        if (!f || f->meta || source_has(t, f->name) ||
+            firn_strlist_contains(&t->rename_from, f->name))
+            continue;
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": column \"%s\" was renamed to \"%s\" on the source: renamed in the "
+                 "table (field id %d)",
+                 t->display, f->name, pc->name, (int)f->id);
+        firn_strlist_push(&t->rename_from, f->name);
+        firn_strlist_push(&t->rename_to, pc->name);
+    }
+}
+
+firn_schema *firn__rename_apply(const firn__table *t, const firn_schema *cur)
+{
+    if (t->rename_from.count == 0)
+        return NULL;
+    firn_schema *s = firn_schema_clone(cur);
+    for (size_t r = 0; r < t->rename_from.count; r++) {
+        for (size_t i = 0; i < s->root->n_children; i++) {
+            firn_field *f = s->root->children[i];
+            if (strcmp(f->name, t->rename_from.items[r]) == 0) {
+                firn_free(f->name);
+                f->name = firn_strdup(t->rename_to.items[r]);
+                break;
+            }
+        }
+    }
+    return s;
+}
+
+firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
+{
+    firn_buf text;
+    firn_buf_init(&text, 1 << 16);
+    const firn_table_metadata *md = t->cat.metadata;
+    firn_rc rc = firn__rename_attnums_text(t, firn_table_metadata_schema(md)->root, &text);
+    if (rc)
+        rc = firn_err_set(err, rc, "could not record the column attnums of table \"%s\"",
+                          t->display);
+    const char *prop = firn_props_get(&md->properties, FIRN_PROP_ATTNUMS);
+    if (rc || text.len == 0 || (prop && strcmp(prop, (const char *)text.data) == 0)) {
+        firn_buf_deinit(&text);
+        return rc;
+    }
+    firn_table_changes ch;
+    firn_table_changes_init(&ch);
+    firn_table_changes_require_uuid(&ch, md->table_uuid);
+    firn_table_changes_set_property(&ch, FIRN_PROP_ATTNUMS, (const char *)text.data);
+    firn_catalog_table out = {0};
+    rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &out, err);
+    if (rc == FIRN_OK) {
+        firn_catalog_table_deinit(&t->cat);
+        t->cat = out;
+    }
+    firn_table_changes_deinit(&ch);
+    firn_buf_deinit(&text);
+    return rc;
+}

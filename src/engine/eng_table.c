@@ -34,6 +34,8 @@ void firn__table_deinit(firn__table *t)
     firn_batch_free(t->buf);
     firn_free(t->backfill_chunks);
     firn_strlist_deinit(&t->default_added);
+    firn_strlist_deinit(&t->rename_from);
+    firn_strlist_deinit(&t->rename_to);
     firn_strlist_deinit(&t->left_out);
     pthread_mutex_destroy(&t->mu);
 }
@@ -297,8 +299,8 @@ static firn_rc note_defaults_added(firn__table *t, const firn_field *cur, firn_e
         return FIRN_OK; /* no rows yet */
     for (size_t i = 0; i < t->schema->n_children; i++) {
         const firn_field *f = t->schema->children[i];
-        if (f->meta || child_named(cur, f->name))
-            continue;
+        if (f->meta || child_named(cur, f->name) || firn_strlist_contains(&t->rename_to, f->name))
+            continue; /* a renamed column is no new one */
         bool has = false;
         FIRN_TRY(firn__table_column_matches(t, f->name, "atthasdef OR atthasmissing", &has, err));
         if (has)
@@ -364,37 +366,67 @@ static bool key_encoding_changes(const firn__table *t, const firn_field *cur)
 }
 
 /* Commits t->schema's columns the table lacks and its promotions as a new current schema. */
+/* The schema update of ch: next (last column id last), renames included, with the source
+ * columns' attnums (FIRN_PROP_ATTNUMS). */
+static firn_rc schema_changes(firn__table *t,
+                              const firn_schema *cur,
+                              const firn_schema *next,
+                              int32_t last,
+                              firn_table_changes *ch,
+                              firn_err *err)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    firn_table_changes_require_uuid(ch, md->table_uuid);
+    firn_table_changes_require(ch, FIRN_REQ_ASSERT_CURRENT_SCHEMA_ID, cur->schema_id);
+    firn_table_changes_require(ch, FIRN_REQ_ASSERT_LAST_ASSIGNED_FIELD_ID, md->last_column_id);
+    firn_table_changes_add_schema(ch, next, last);
+    firn_table_changes_set_current_schema(ch, -1);
+    firn_buf text;
+    firn_buf_init(&text, 1 << 16);
+    firn_rc rc = firn__rename_attnums_text(t, next->root, &text);
+    if (rc == FIRN_OK && text.len > 0)
+        firn_table_changes_set_property(ch, FIRN_PROP_ATTNUMS, (const char *)text.data);
+    firn_buf_deinit(&text);
+    if (rc)
+        return firn_err_set(err, rc, "could not record the column attnums of table \"%s\"",
+                            t->display);
+    return FIRN_OK;
+}
+
 static firn_rc commit_schema(firn__table *t, firn_err *err)
 {
     const firn_table_metadata *md = t->cat.metadata;
     const firn_schema *cur = firn_table_metadata_schema(md);
-    FIRN_TRY(check_promotions(t, cur->root, err));
-    t->key_retyped |= key_encoding_changes(t, cur->root);
+    /* Renamed source columns keep their fields (ids): the base is renamed first. */
+    firn_schema *renamed = firn__rename_apply(t, cur);
+    const firn_schema *base = renamed ? renamed : cur;
     int32_t last = md->last_column_id;
     firn_schema *next = NULL;
     bool changed = false;
-    FIRN_TRY(firn_schema_evolve(cur, t->schema, &last, &next, &changed, err));
-    if (!changed) {
-        firn_schema_free(next);
-        return FIRN_OK;
-    }
     firn_table_changes ch;
     firn_table_changes_init(&ch);
-    firn_table_changes_require_uuid(&ch, md->table_uuid);
-    firn_table_changes_require(&ch, FIRN_REQ_ASSERT_CURRENT_SCHEMA_ID, cur->schema_id);
-    firn_table_changes_require(&ch, FIRN_REQ_ASSERT_LAST_ASSIGNED_FIELD_ID, md->last_column_id);
-    firn_table_changes_add_schema(&ch, next, last);
-    firn_table_changes_set_current_schema(&ch, -1);
-    firn_catalog_table out = {0};
-    firn_rc rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &out, err);
+    firn_rc rc = check_promotions(t, base->root, err);
     if (rc == FIRN_OK) {
+        t->key_retyped |= key_encoding_changes(t, base->root);
+        rc = firn_schema_evolve(base, t->schema, &last, &next, &changed, err);
+    }
+    changed |= renamed != NULL;
+    if (rc == FIRN_OK && changed)
+        rc = schema_changes(t, cur, next, last, &ch, err);
+    firn_catalog_table out = {0};
+    if (rc == FIRN_OK && changed)
+        rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &out, err);
+    if (rc == FIRN_OK && changed) {
         firn_catalog_table_deinit(&t->cat);
         t->cat = out;
+        firn_strlist_clear(&t->rename_from);
+        firn_strlist_clear(&t->rename_to);
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": schema evolved to id %d", t->display,
                  firn_table_metadata_schema(t->cat.metadata)->schema_id);
     }
     firn_table_changes_deinit(&ch);
     firn_schema_free(next);
+    firn_schema_free(renamed);
     return rc;
 }
 
@@ -402,7 +434,9 @@ static firn_rc commit_schema(firn__table *t, firn_err *err)
  * "Schema evolution"). */
 static firn_rc evolve_schema(firn__table *t, firn_err *err)
 {
-    FIRN_TRY(note_defaults_added(t, firn_table_metadata_schema(t->cat.metadata)->root, err));
+    const firn_field *root = firn_table_metadata_schema(t->cat.metadata)->root;
+    firn__rename_between_runs(t, root);
+    FIRN_TRY(note_defaults_added(t, root, err));
     return commit_schema(t, err);
 }
 
@@ -665,6 +699,9 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         t->buf = firn_batch_new(t->schema);
         return FIRN_OK;
     }
+    if (t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC ||
+        t->stream->sync_mode == FIRN_SYNC_CDC_ONLY)
+        FIRN_TRY(firn__rename_save_attnums(t, err)); /* renames between runs are found by it */
     bool wants_backfill = t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH ||
                           (t->stream->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC && !backfill_done);
     t->needs_backfill = wants_backfill;

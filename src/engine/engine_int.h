@@ -416,6 +416,8 @@ typedef struct firn__table {
                               again from the data files, not loaded */
     firn_strlist left_out; /* source columns the stream's `columns` / `sync_new_columns` leave
                               out: CDC drops their values (eng_columns.c) */
+    firn_strlist rename_from; /* columns renamed on the source (old names) and their new names: */
+    firn_strlist rename_to;   /* the next schema commit renames the Iceberg fields (same ids) */
 } firn__table;
 
 struct firn__engine {
@@ -529,6 +531,52 @@ firn_rc firn__rename_check_table(firn__table *t,
                                  bool *out_renamed,
                                  firn_err *why,
                                  firn_err *err);
+
+/** A column of a Relation message found to be a source column of the table renamed. */
+typedef struct firn__colrename {
+    size_t idx;       /* the table's source column */
+    uint16_t rel_col; /* the message's column (its new name) */
+} firn__colrename;
+
+/** Table property: "<field id>:<attnum>,..." for the table's source columns, so that a column
+ * renamed on the source between runs is found by its attnum (eng_table.c). */
+#define FIRN_PROP_ATTNUMS "firn.source-attnums"
+
+/** Sets *out to the attnum of live source column `name` of t, 0 when there is none. One
+ * catalog query; FIRN_ERR_SOURCE. */
+firn_rc firn__rename_attnum(firn__table *t, const char *name, int16_t *out, firn_err *err);
+/** Finds the source columns of t that a Relation message shows renamed (eng_rename.c): a
+ * column the message lacks whose attnum is now named as a column of the message the table does
+ * not know. out (rel->n_cols entries) gets them and batch_col maps them. *halt with why set (the
+ * one line, FIRN_ERR_SCHEMA) when a lacking column is now named otherwise (renamed again: which
+ * column of the message it is cannot be told). Catalog queries only when the message has a
+ * column the table does not know; FIRN_ERR_SOURCE. */
+firn_rc firn__rename_plan(firn__table *t,
+                          const firn_pgo_rel *rel,
+                          int32_t *batch_col,
+                          firn__colrename *out,
+                          size_t *n_out,
+                          firn_err *why,
+                          bool *halt,
+                          firn_err *err);
+/** The source column of t that column `name` of a Relation message is under an older name
+ * (a field of an older Iceberg schema of the table with that name and the id of a source column
+ * the message lacks: changes made before a rename the table took), or -1. */
+int32_t firn__rename_historic(const firn__table *t, const firn_pgo_rel *rel, const char *name);
+
+/** FIRN_PROP_ATTNUMS of t's source columns as named in root (a table schema) into out. */
+FIRN_MUST_CHECK firn_rc firn__rename_attnums_text(const firn__table *t,
+                                                  const firn_field *root,
+                                                  firn_buf *out);
+/** At the start of a run: a source column root (the table's schema) lacks whose attnum
+ * FIRN_PROP_ATTNUMS gives to a field of root no source column is named as any more was renamed
+ * on the source: queued in t->rename_from / rename_to for the next schema commit (logged). */
+void firn__rename_between_runs(firn__table *t, const firn_field *root);
+/** A copy of cur with t's queued renames applied (same ids), NULL when none are queued. */
+firn_schema *firn__rename_apply(const firn__table *t, const firn_schema *cur);
+/** Commits FIRN_PROP_ATTNUMS when the table's differs from the source's (a table created before
+ * it was kept, or columns added since). Errors of the catalog commit. */
+FIRN_MUST_CHECK firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err);
 
 /** One file of the table's FileIO as firn_pq_reader_open's ranged source: io and path are
  * borrowed and must outlive the reader. */
