@@ -197,6 +197,11 @@ static void table_properties(const firn__table *t, firn_props *props)
         firn_props_set(props, "firn.delete-mode", "equality");
     for (size_t i = 0; i < d->table_properties.count; i++)
         firn_props_set(props, d->table_properties.items[i].key, d->table_properties.items[i].value);
+    firn_buf attnums;
+    firn_buf_init(&attnums, 1 << 16);
+    if (firn__rename_attnums_text(t, t->schema, &attnums) == FIRN_OK && attnums.len > 0)
+        firn_props_set(props, FIRN_PROP_ATTNUMS, (const char *)attnums.data);
+    firn_buf_deinit(&attnums);
 }
 
 /* Every file of a table goes under its location: a "." or ".." segment there (a REST catalog
