@@ -132,6 +132,11 @@ firn_rc firn__columns_apply(const firn_stream_config *s,
                             firn_err *err)
 {
     firn_pg_table_set_filter(pg, s->filter);
+    if (s->filter && s->filter[0] && s->sync_mode == FIRN_SYNC_CDC_ONLY)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "stream \"%s.%s\": filter has no effect in sync mode cdc_only (it applies to "
+                 "copies, never to changes)",
+                 s->namespace, s->name);
     if (s->columns.count == 0 && s->sync_new_columns)
         return FIRN_OK;
     firn_strlist base = {0};

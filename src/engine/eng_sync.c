@@ -157,6 +157,31 @@ static firn_rc discover_selected(firn__engine *e, firn_err *err)
     return fail(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
 }
 
+/* The stream's primary_key override, whose columns must be NOT NULL in upsert tables. */
+static firn_rc set_stream_key(const firn_stream_config *s, firn_pg_table *pg, firn_err *err)
+{
+    if (!s->primary_key.count)
+        return FIRN_OK;
+    FIRN_TRY(
+        fail(FIRN_FAULT_CONFIG, firn_pg_table_set_key(pg, (const char *const *)s->primary_key.items,
+                                                      s->primary_key.count, err)));
+    /* A NULL key would stop every run at the change that brings it (Iceberg identifier
+     * fields are required): refuse before anything is written. */
+    for (size_t k = 0; k < pg->n_key && !s->append_mode; k++) {
+        const firn_pg_column *col = &pg->columns[pg->key_columns[k]];
+        char qcol[FIRN_PG_QUOTED_MAX];
+        if (!col->not_null)
+            return fail(FIRN_FAULT_CONFIG,
+                        firn_err_set(err, FIRN_ERR_CONFIG,
+                                     "stream \"%s.%s\": primary_key column \"%s\" allows "
+                                     "NULL; run ALTER TABLE %s ALTER COLUMN %s SET NOT "
+                                     "NULL, or pick NOT NULL columns",
+                                     s->namespace, s->name, col->name, pg->qualified,
+                                     firn_pg_ident_text(qcol, sizeof(qcol), col->name)));
+    }
+    return FIRN_OK;
+}
+
 static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err *err)
 {
     firn_pg_table *pg = firn_pg_catalog_find(e->pgcat, s->namespace, s->name);
@@ -165,25 +190,7 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
                     firn_err_set(err, FIRN_ERR_NOT_FOUND, "source table \"%s.%s\" does not exist",
                                  s->namespace, s->name));
     FIRN_TRY(fail(FIRN_FAULT_CONFIG, firn__stream_check_table(s, pg, err)));
-    if (s->primary_key.count) {
-        FIRN_TRY(fail(FIRN_FAULT_CONFIG,
-                      firn_pg_table_set_key(pg, (const char *const *)s->primary_key.items,
-                                            s->primary_key.count, err)));
-        /* A NULL key would stop every run at the change that brings it (Iceberg identifier
-         * fields are required): refuse before anything is written. */
-        for (size_t k = 0; k < pg->n_key && !s->append_mode; k++) {
-            const firn_pg_column *col = &pg->columns[pg->key_columns[k]];
-            char qcol[FIRN_PG_QUOTED_MAX];
-            if (!col->not_null)
-                return fail(FIRN_FAULT_CONFIG,
-                            firn_err_set(err, FIRN_ERR_CONFIG,
-                                         "stream \"%s.%s\": primary_key column \"%s\" allows "
-                                         "NULL; run ALTER TABLE %s ALTER COLUMN %s SET NOT "
-                                         "NULL, or pick NOT NULL columns",
-                                         s->namespace, s->name, col->name, pg->qualified,
-                                         firn_pg_ident_text(qcol, sizeof(qcol), col->name)));
-        }
-    }
+    FIRN_TRY(set_stream_key(s, pg, err));
     for (size_t i = 0; i < e->n_tables; i++) {
         const firn__table *o = e->tables[i];
         if (strcmp(o->ns, s->target_namespace) == 0 && strcmp(o->name, s->target_table) == 0)
