@@ -212,6 +212,7 @@ static int32_t dropped_required(const rel_map *m, const firn_pgo_rel *rel)
 static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, firn_err *err)
 {
     *changed = false;
+    bool gone = false;
     for (uint16_t i = 0; i < rel->n_cols; i++) {
         int32_t idx = pg_column_index(m->table->pg, rel->cols[i].name);
         if (idx < 0) /* changes from before a rename the table took: the column's old name */
@@ -228,6 +229,7 @@ static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, f
             FIRN_LOG(FIRN_LOG_DEBUG, "engine",
                      "column \"%s\" of \"%s.%s\" no longer exists: skipped", rel->cols[i].name,
                      rel->nspname, rel->relname);
+            gone = true;
             continue;
         }
         bool differs = idx < 0;
@@ -236,6 +238,11 @@ static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, f
         *changed |= differs;
     }
     *changed |= dropped_required(m, rel) >= 0;
+    /* Gone, or a column of the table renamed twice since (firn__rename_plan tells). */
+    bool unplaced = false;
+    if (gone && !*changed)
+        FIRN_TRY(firn__rename_unplaced(m->table, rel, m->batch_col, &unplaced, err));
+    *changed |= unplaced;
     return FIRN_OK;
 }
 
@@ -439,8 +446,16 @@ static firn_rc evolve_live(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err
     bool halted = false;
     firn_err why = {0};
     firn_rc rc = firn__rename_plan(t, rel, m->batch_col, ren, &n_ren, &why, &halted, err);
-    if (rc == FIRN_OK && halted)
+    if (rc == FIRN_OK && halted && t->copied) {
+        /* The table was copied in this run with a schema read after the column took its
+         * current name: the message describes changes from before, which the copy holds. */
+        m->stale = true;
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine", "table \"%s\": %s: changes older than its copy, skipped",
+                 t->display, why.msg);
+        n_ren = 0;
+    } else if (rc == FIRN_OK && halted) {
         rc = halt_table(c, t, &why, err);
+    }
     for (uint16_t i = 0; rc == FIRN_OK && !halted && i < rel->n_cols; i++) {
         const firn_pgo_relcol *col = &rel->cols[i];
         int32_t idx = m->batch_col[i];
@@ -494,7 +509,7 @@ static firn_rc settle_relation(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn
     firn__table *t = m->table;
     m->mismatch = false;
     FIRN_TRY(evolve_live(c, m, rel, err));
-    if (t->halted)
+    if (t->halted || m->stale)
         return FIRN_OK;
     bool changed = false;
     FIRN_TRY(map_columns(m, rel, &changed, err));

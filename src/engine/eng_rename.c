@@ -400,3 +400,17 @@ firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
     firn_buf_deinit(&text);
     return rc;
 }
+
+firn_rc firn__rename_unplaced(
+    firn__table *t, const firn_pgo_rel *rel, const int32_t *batch_col, bool *out, firn_err *err)
+{
+    *out = false;
+    for (size_t k = 0; !*out && k < t->pg->n_columns; k++) {
+        if (t->pg->columns[k].attnum <= 0 || mapped(rel, batch_col, k))
+            continue;
+        char now[256];
+        FIRN_TRY(attnum_name(t, t->pg->columns[k].attnum, now, sizeof(now), err));
+        *out = now[0] != '\0';
+    }
+    return FIRN_OK;
+}

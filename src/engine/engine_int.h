@@ -559,6 +559,12 @@ firn_rc firn__rename_plan(firn__table *t,
                           firn_err *why,
                           bool *halt,
                           firn_err *err);
+/** *out: a source column of t (of known attnum) that no column of a Relation message maps to
+ * (batch_col) is live in the source catalog now: a column of the message that no longer exists
+ * may be it under a name it had in between (renamed twice), so the message needs
+ * firn__rename_plan. Catalog queries; FIRN_ERR_SOURCE. */
+firn_rc firn__rename_unplaced(
+    firn__table *t, const firn_pgo_rel *rel, const int32_t *batch_col, bool *out, firn_err *err);
 /** The source column of t that column `name` of a Relation message is under an older name
  * (a field of an older Iceberg schema of the table with that name and the id of a source column
  * the message lacks: changes made before a rename the table took), or -1. */
