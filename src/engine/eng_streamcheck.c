@@ -62,17 +62,6 @@ static firn_rc check_cursor_column(const firn_stream_config *s,
                         s->namespace, s->name, col, cols);
 }
 
-static const firn_transform_kind transform_kinds[] = {
-    [FIRN_CFG_TRANSFORM_IDENTITY] = FIRN_TRANSFORM_IDENTITY,
-    [FIRN_CFG_TRANSFORM_YEAR] = FIRN_TRANSFORM_YEAR,
-    [FIRN_CFG_TRANSFORM_MONTH] = FIRN_TRANSFORM_MONTH,
-    [FIRN_CFG_TRANSFORM_DAY] = FIRN_TRANSFORM_DAY,
-    [FIRN_CFG_TRANSFORM_HOUR] = FIRN_TRANSFORM_HOUR,
-    [FIRN_CFG_TRANSFORM_BUCKET] = FIRN_TRANSFORM_BUCKET,
-    [FIRN_CFG_TRANSFORM_TRUNCATE] = FIRN_TRANSFORM_TRUNCATE,
-    [FIRN_CFG_TRANSFORM_VOID] = FIRN_TRANSFORM_VOID,
-};
-
 /* What the transform needs, for the hint. */
 static const char *transform_needs(firn_transform_kind k)
 {
@@ -96,7 +85,7 @@ static firn_rc check_partition(const firn_stream_config *s,
                                const firn_cfg_partition *p,
                                firn_err *err)
 {
-    firn_transform tr = {transform_kinds[p->transform], (int32_t)p->param};
+    firn_transform tr = {firn__transform_kind(p->transform), (int32_t)p->param};
     char expr[256];
     if (tr.kind == FIRN_TRANSFORM_IDENTITY)
         snprintf(expr, sizeof(expr), "%s", p->column);
@@ -146,16 +135,8 @@ firn_rc
 firn__streams_check_source(const firn_config *cfg, firn_pg_conn *c, bool *out_config, firn_err *err)
 {
     const firn_streams_config *ss = &cfg->streams;
-    char **patterns = firn_calloc(ss->count ? ss->count : 1, sizeof(char *));
     size_t n = 0;
-    for (size_t i = 0; i < ss->count; i++) {
-        if (!ss->items[i].selected)
-            continue;
-        firn_buf b;
-        firn_buf_init(&b, 4096);
-        firn_rc_ignore(firn_buf_appendf(&b, "%s.%s", ss->items[i].namespace, ss->items[i].name));
-        patterns[n++] = (char *)firn_buf_take(&b, NULL);
-    }
+    char **patterns = firn__selected_patterns(ss, &n);
     firn_pg_catalog *pgcat = NULL;
     firn_rc rc = n ? firn_pg_discover(c, (const char *const *)patterns, n, &pgcat, err) : FIRN_OK;
     for (size_t i = 0; rc == FIRN_OK && i < ss->count; i++) {
@@ -166,9 +147,7 @@ firn__streams_check_source(const firn_config *cfg, firn_pg_conn *c, bool *out_co
             rc = firn__stream_check_table(s, pg, err);
         *out_config = rc != FIRN_OK;
     }
-    for (size_t i = 0; i < n; i++)
-        firn_free(patterns[i]);
-    firn_free(patterns);
+    firn__selected_patterns_free(patterns, n);
     firn_pg_catalog_free(pgcat);
     return rc;
 }

@@ -132,9 +132,10 @@ static void pq_options(firn__engine *e)
         e->pq.page_bytes = d->page_bytes;
 }
 
-static firn_rc discover_selected(firn__engine *e, firn_err *err)
+/* "<namespace>.<table>" of every selected stream, for firn_pg_discover; *out_n of them in a
+ * firn_malloc'd array the caller frees with firn__selected_patterns_free. */
+char **firn__selected_patterns(const firn_streams_config *ss, size_t *out_n)
 {
-    const firn_streams_config *ss = &e->cfg->streams;
     char **patterns = firn_calloc(ss->count ? ss->count : 1, sizeof(char *));
     size_t n = 0;
     for (size_t i = 0; i < ss->count; i++) {
@@ -145,15 +146,29 @@ static firn_rc discover_selected(firn__engine *e, firn_err *err)
         firn_rc_ignore(firn_buf_appendf(&b, "%s.%s", ss->items[i].namespace, ss->items[i].name));
         patterns[n++] = (char *)firn_buf_take(&b, NULL);
     }
+    *out_n = n;
+    return patterns;
+}
+
+void firn__selected_patterns_free(char **patterns, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        firn_free(patterns[i]);
+    firn_free(patterns);
+}
+
+static firn_rc discover_selected(firn__engine *e, firn_err *err)
+{
+    const firn_streams_config *ss = &e->cfg->streams;
+    size_t n = 0;
+    char **patterns = firn__selected_patterns(ss, &n);
     firn_rc rc = FIRN_OK;
     if (n == 0)
         rc = firn_err_set(err, FIRN_ERR_CONFIG,
                           "no stream is selected; run firn discover and select streams");
     else
         rc = firn_pg_discover(e->sql, (const char *const *)patterns, n, &e->pgcat, err);
-    for (size_t i = 0; i < n; i++)
-        firn_free(patterns[i]);
-    firn_free(patterns);
+    firn__selected_patterns_free(patterns, n);
     return fail(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
 }
 

@@ -71,6 +71,22 @@ uint32_t firn__table_add_file(firn__table *t, const firn_data_file *f)
 
 /* ---- schema ------------------------------------------------------------------------------- */
 
+/* The manifest transform of a streams-file partition transform. */
+firn_transform_kind firn__transform_kind(firn_cfg_transform t)
+{
+    static const firn_transform_kind kinds[] = {
+        [FIRN_CFG_TRANSFORM_IDENTITY] = FIRN_TRANSFORM_IDENTITY,
+        [FIRN_CFG_TRANSFORM_YEAR] = FIRN_TRANSFORM_YEAR,
+        [FIRN_CFG_TRANSFORM_MONTH] = FIRN_TRANSFORM_MONTH,
+        [FIRN_CFG_TRANSFORM_DAY] = FIRN_TRANSFORM_DAY,
+        [FIRN_CFG_TRANSFORM_HOUR] = FIRN_TRANSFORM_HOUR,
+        [FIRN_CFG_TRANSFORM_BUCKET] = FIRN_TRANSFORM_BUCKET,
+        [FIRN_CFG_TRANSFORM_TRUNCATE] = FIRN_TRANSFORM_TRUNCATE,
+        [FIRN_CFG_TRANSFORM_VOID] = FIRN_TRANSFORM_VOID,
+    };
+    return kinds[t];
+}
+
 static const firn_field *child_named(const firn_field *f, const char *name)
 {
     for (size_t i = 0; i < f->n_children; i++) {
@@ -154,18 +170,7 @@ build_spec(const firn__table *t, const firn_field *root, firn_partition_spec **o
                                 "partition column \"%s\" does not exist in table \"%s\"", p->column,
                                 t->display);
         }
-        firn_transform tr = {FIRN_TRANSFORM_IDENTITY, (int32_t)p->param};
-        static const firn_transform_kind kinds[] = {
-            [FIRN_CFG_TRANSFORM_IDENTITY] = FIRN_TRANSFORM_IDENTITY,
-            [FIRN_CFG_TRANSFORM_YEAR] = FIRN_TRANSFORM_YEAR,
-            [FIRN_CFG_TRANSFORM_MONTH] = FIRN_TRANSFORM_MONTH,
-            [FIRN_CFG_TRANSFORM_DAY] = FIRN_TRANSFORM_DAY,
-            [FIRN_CFG_TRANSFORM_HOUR] = FIRN_TRANSFORM_HOUR,
-            [FIRN_CFG_TRANSFORM_BUCKET] = FIRN_TRANSFORM_BUCKET,
-            [FIRN_CFG_TRANSFORM_TRUNCATE] = FIRN_TRANSFORM_TRUNCATE,
-            [FIRN_CFG_TRANSFORM_VOID] = FIRN_TRANSFORM_VOID,
-        };
-        tr.kind = kinds[p->transform];
+        firn_transform tr = {firn__transform_kind(p->transform), (int32_t)p->param};
         char name[256], tname[64];
         firn_transform_format(tr, tname, sizeof(tname));
         if (tr.kind == FIRN_TRANSFORM_IDENTITY)

@@ -671,6 +671,14 @@ FIRN_MUST_CHECK firn_rc firn__table_commit(firn__table *t,
                                            const firn_summary *extra,
                                            firn_err *err);
 
+/* The manifest transform of a streams-file partition transform (eng_table.c). */
+firn_transform_kind firn__transform_kind(firn_cfg_transform t);
+
+/* "<namespace>.<table>" patterns of the selected streams for firn_pg_discover (eng_sync.c):
+ * returns a firn_malloc'd array of *out_n strings; free it with firn__selected_patterns_free. */
+char **firn__selected_patterns(const firn_streams_config *ss, size_t *out_n);
+void firn__selected_patterns_free(char **patterns, size_t n);
+
 /** Writes t's buffered changes (fold by key, data files, position deletes) and commits them
  * with position lsn. Nothing to do for an empty buffer. */
 FIRN_MUST_CHECK firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err);
