@@ -100,8 +100,16 @@ static inline void it_render_tuple(firn_buf *o, const firn_pgo_tuple *t)
     T_OK(firn_buf_append_cstr(o, ")"));
 }
 
-/* Appends one line for ev; checks transaction positions are consistent. */
-static inline void it_render(firn_buf *o, const firn_pgo_event *ev)
+/* Whether b holds line ("\nR ...\n") as one of its lines. */
+static inline bool it_holds_line(const firn_buf *b, const char *line)
+{
+    const char *d = b->len ? (const char *)b->data : "";
+    return strncmp(d, line + 1, strlen(line + 1)) == 0 || strstr(d, line) != NULL;
+}
+
+/* Appends one line for ev to o (the transcript so far is before, then o; before NULL: every
+ * Relation message is rendered); checks transaction positions are consistent. */
+static inline void it_render(firn_buf *o, const firn_buf *before, const firn_pgo_event *ev)
 {
     const firn_pgo_msg *m = ev->msg;
     switch (ev->type) {
@@ -114,13 +122,24 @@ static inline void it_render(firn_buf *o, const firn_pgo_event *ev)
         T_EQ_UINT(m->commit.commit_lsn, ev->commit_lsn);
         T_OK(firn_buf_append_cstr(o, "C\n"));
         break;
-    case FIRN_PGO_RELATION:
-        T_OK(firn_buf_appendf(o, "R %s.%s", ev->rel->nspname, ev->rel->relname));
+    case FIRN_PGO_RELATION: {
+        /* PostgreSQL sends a Relation message again, unchanged, whenever its relcache entry was
+         * invalidated (an autovacuum or autoanalyze of the table, a TRUNCATE). A resend of a line
+         * the transcript already holds is left out, so transcripts do not depend on when
+         * autovacuum runs. */
+        firn_buf line;
+        firn_buf_init(&line, 4096);
+        T_OK(firn_buf_appendf(&line, "\nR %s.%s", ev->rel->nspname, ev->rel->relname));
         for (uint16_t i = 0; i < ev->rel->n_cols; i++)
-            T_OK(firn_buf_appendf(o, " %s%s:%u", ev->rel->cols[i].flags & 1 ? "*" : "",
+            T_OK(firn_buf_appendf(&line, " %s%s:%u", ev->rel->cols[i].flags & 1 ? "*" : "",
                                   ev->rel->cols[i].name, (unsigned)ev->rel->cols[i].type_oid));
-        T_OK(firn_buf_append_cstr(o, ev->prev_rel ? " changed\n" : "\n"));
+        T_OK(firn_buf_append_cstr(&line, ev->prev_rel ? " changed\n" : "\n"));
+        const char *l = (const char *)line.data;
+        if (!before || ev->prev_rel || !(it_holds_line(before, l) || it_holds_line(o, l)))
+            T_OK(firn_buf_append_cstr(o, l + 1));
+        firn_buf_deinit(&line);
         break;
+    }
     case FIRN_PGO_INSERT:
     case FIRN_PGO_UPDATE:
     case FIRN_PGO_DELETE:
@@ -172,7 +191,7 @@ static inline void it_drain(firn_pgo_stream *s, PGconn *c, firn_buf *out, it_eve
             marker = true;
             continue;
         }
-        it_render(&txn, &ev);
+        it_render(&txn, out, &ev);
         if (ev.type == FIRN_PGO_COMMIT) {
             firn_pgo_stream_confirm(s, ev.end_lsn);
             if (marker)

@@ -46,7 +46,7 @@ static void replay_case(const char *name)
             T_OK_ERR(firn__pgo_sess_next(&s, &ev, &err), &err);
             if (ev.type == 0)
                 break;
-            it_render(&out, &ev);
+            it_render(&out, NULL, &ev);
         }
     }
     snprintf(path, sizeof(path), "%s/tests/data/pgoutput/%s.expected", FIRN_SOURCE_DIR, name);
