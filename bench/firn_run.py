@@ -36,6 +36,7 @@ class FirnJob:
     mode: str = "full_refresh"
     parallel: int = 2
     commit_interval_s: float = 2.0
+    slot: str | None = None  # None: firn's default (firn_<database>)
 
     @property
     def catalog_db(self) -> Path:
@@ -71,6 +72,8 @@ def write_configs(job: FirnJob) -> dict[str, Path]:
               "database": ci["dbname"], "username": ci["user"], "sslmode": "disable",
               "schemas": ["public"], "parallelism": job.parallel, "default_mode": job.mode,
               "initial_wait_seconds": 0}
+    if job.slot:
+        source.update(slot=job.slot, create_slot=True)
     destination = {"catalog": {"type": "sql", "uri": f"sqlite:///{job.catalog_db}",
                                "warehouse": str(job.workdir / "warehouse")},
                    "write": {"compression": "zstd"},
@@ -84,16 +87,18 @@ def write_configs(job: FirnJob) -> dict[str, Path]:
 
 
 def run_firn_sync(job: FirnJob, *, follow: bool = False, timeout_s: float | None = None,
-                  stop_event: threading.Event | None = None) -> Measured:
+                  stop_event: threading.Event | None = None,
+                  cpus: set[int] | None = None) -> Measured:
     """Run `firn sync` for job and measure it (wall, CPU, peak RSS, RSS over time). Without
     follow it is a catch-up run that exits by itself; with follow it runs until stop_event is
-    set, then gets SIGINT (firn commits what it buffered and exits)."""
+    set, then gets SIGINT (firn commits what it buffered and exits). cpus: the cores it may use."""
     p = write_configs(job)
     argv = [str(job.firn_bin), "sync", "--source", str(p["source"]), "--destination",
             str(p["destination"]), "--streams", str(p["streams"]), "--state", str(p["state"])]
     if follow:
         argv.append("--follow")
-    return run_measured(argv, timeout_s=timeout_s, stop_event=stop_event, sample_s=0.25)
+    return run_measured(argv, timeout_s=timeout_s, stop_event=stop_event, sample_s=0.25,
+                        cpus=cpus)
 
 
 def table_metadata_location(catalog_db: Path, table: str) -> str | None:

@@ -70,17 +70,18 @@ def rss_of(pid: int) -> int | None:
 def run_measured(argv: list[str], *, env: dict | None = None, timeout_s: float | None = None,
                  sample_s: float = 0.5, stop_event: threading.Event | None = None,
                  stop_signal: int = signal.SIGINT, capture_stdout: bool = False,
-                 cwd: str | None = None) -> Measured:
+                 cwd: str | None = None, cpus: set[int] | None = None) -> Measured:
     """Run argv to completion (or until timeout_s / stop_event, then stop_signal, then SIGKILL
-    after 30 s) through spawn.py and measure it. Never raises for a failing command: check
-    returncode (negative: killed by that signal)."""
+    after 30 s) through spawn.py and measure it; cpus: the cores it may run on (None: all).
+    Never raises for a failing command: check returncode (negative: killed by that signal)."""
     m = Measured(argv=[str(a) for a in argv])
     rfd, wfd = os.pipe()
     t0 = time.monotonic()
     out_file = subprocess.PIPE if capture_stdout else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-S", "-E", "-s", str(SPAWN), str(wfd), *m.argv],
                             env=env, stdout=out_file, stderr=subprocess.PIPE, cwd=cwd,
-                            pass_fds=(wfd,))
+                            pass_fds=(wfd,),
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     os.close(wfd)
     tails: dict[str, bytes] = {"err": b"", "out": b"", "ctl": b""}
 
@@ -160,7 +161,7 @@ def ctid_where(lo: int, hi: int | None) -> str:
 
 
 def copy_baseline(conninfo: dict, tables: list[str], parallel: int, pages: dict[str, int],
-                  fmt: str = "binary") -> dict:
+                  fmt: str = "binary", cpus: set[int] | None = None) -> dict:
     """Raw backfill floor: every table split into `parallel` ctid ranges, each range copied by
     its own `psql -c "COPY (...) TO STDOUT (FORMAT binary)" > /dev/null`, at most `parallel`
     at once. Returns wall seconds and the summed CPU seconds of the psql clients."""
@@ -181,7 +182,7 @@ def copy_baseline(conninfo: dict, tables: list[str], parallel: int, pages: dict[
             except queue.Empty:
                 return
             m = run_measured([str(PG_BINDIR / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                              "-c", sql], env=env, sample_s=0.2)
+                              "-c", sql], env=env, sample_s=0.2, cpus=cpus)
             with lock:
                 results.append(m)
 
@@ -197,6 +198,35 @@ def copy_baseline(conninfo: dict, tables: list[str], parallel: int, pages: dict[
         raise RuntimeError(f"raw COPY failed: {bad[0].stderr_tail}")
     return {"wall_s": round(wall, 3), "chunks": len(results), "parallel": parallel,
             "client_cpu_s": round(sum(m.cpu_s for m in results), 3)}
+
+
+def server_pids(conn) -> list[int]:
+    """The processes of the server behind conn (postmaster first, then its children), when it
+    runs on this machine and its data directory is readable; else []."""
+    try:
+        datadir = conn.execute("SHOW data_directory").fetchone()[0]
+        pm = int(Path(datadir, "postmaster.pid").read_text().split("\n", 1)[0])
+    except Exception:  # not a superuser, a remote server, no such file
+        return []
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pm:
+                kids.append(int(d.name))
+    return [pm, *kids]
+
+
+def pin(pids: list[int], cpus: set[int]) -> None:
+    """Restrict pids to cpus (children forked later inherit the mask); gone pids are skipped."""
+    for pid in pids:
+        try:
+            os.sched_setaffinity(pid, cpus)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def current_lsn(conn, timeout_s: float = 30) -> str:

@@ -209,12 +209,13 @@ def figures(m: measure.Measured, rows: int, raw_wall: float | None) -> dict:
     return f
 
 
-def backfill_firn(ci, firn_bin, wd, name, tables, rows, raw_wall, parallel, size) -> dict:
+def backfill_firn(ci, firn_bin, wd, name, tables, rows, raw_wall, parallel, size,
+                  cpus: set[int] | None = None, slot: str | None = None) -> dict:
     job = FirnJob(firn_bin=firn_bin, workdir=wd / "firn" / name, conninfo=ci, tables=tables,
-                  mode="full_refresh_cdc" if name == "taxi" else "full_refresh",
-                  parallel=parallel, commit_interval_s=size["commit_s"])
+                  mode="full_refresh_cdc" if name.startswith("taxi") else "full_refresh",
+                  parallel=parallel, commit_interval_s=size["commit_s"], slot=slot)
     shutil.rmtree(job.workdir, ignore_errors=True)
-    m = run_firn_sync(job, timeout_s=size["firn_cap_s"])
+    m = run_firn_sync(job, timeout_s=size["firn_cap_s"], cpus=cpus)
     if m.returncode != 0:
         return {"status": "failed", "exit": m.returncode, "stderr": m.stderr_tail[-1500:]}
     f = figures(m, rows, raw_wall)
@@ -238,6 +239,37 @@ def backfill_peer(ci, wd, name, tables, rows, raw_wall, parallel) -> dict:
     f["rows_ok"] = f["output"]["rows"] == rows
     f["status"] = "ok" if f["rows_ok"] else "wrong row count"
     return f
+
+
+def backfill_separate(ci, firn_bin, wd, tables, rows, parallel, size, pages) -> dict | None:
+    """The taxi raw COPY and firn again with the server on the first half of the cores and the
+    client (psql, firn) on the other half, as when firn runs on its own host: the co-located
+    ratio also counts firn's CPU competing with the server's for the same cores. None when the
+    server is not on this machine or there is one core."""
+    ncpu = len(os.sched_getaffinity(0))
+    with pg_connect(ci) as c:
+        pids = measure.server_pids(c)
+    if ncpu < 2 or not pids:
+        return None
+    allc = os.sched_getaffinity(0)
+    ordered = sorted(allc)
+    server, client = set(ordered[:ncpu // 2]), set(ordered[ncpu // 2:])
+    log(f"backfill taxi, separate cores: server on {sorted(server)}, psql and firn on "
+        f"{sorted(client)}")
+    try:
+        measure.pin(pids, server)
+        raw = measure.copy_baseline(ci, tables, parallel, pages, cpus=client)
+        fr = backfill_firn(ci, firn_bin, wd, "taxi-separate", tables, rows, raw["wall_s"],
+                           parallel, size, cpus=client, slot="firn_bench_separate")
+    finally:
+        with pg_connect(ci) as c:
+            measure.pin(measure.server_pids(c), allc)
+            c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                      "WHERE slot_name = 'firn_bench_separate' AND NOT active")
+        shutil.rmtree(wd / "firn" / "taxi-separate", ignore_errors=True)
+    fr.pop("output", None)
+    return {"server_cpus": sorted(server), "client_cpus": sorted(client), "raw_copy": raw,
+            "firn": fr}
 
 
 def phase_backfill(ci, firn_bin, firn_info: dict, wd, size, parallel, skip_peer) -> dict:
@@ -275,6 +307,12 @@ def phase_backfill(ci, firn_bin, firn_info: dict, wd, size, parallel, skip_peer)
         out[name] = entry
         log(f"  raw {raw['wall_s']}s; firn {fr.get('wall_s', fr.get('status'))}; "
             f"peer {pr.get('wall_s', pr.get('status'))}")
+        if name == "taxi" and firn_info["available"]:
+            sep = backfill_separate(ci, firn_bin, wd, tables, rows, parallel, size, pages)
+            if sep:
+                entry["separate"] = sep
+                log(f"  separate cores: raw {sep['raw_copy']['wall_s']}s; firn "
+                    f"{sep['firn'].get('wall_s', sep['firn'].get('status'))}")
     return out
 
 
@@ -626,6 +664,15 @@ def print_table(rep: dict, out=sys.stdout) -> None:
               f"{f['x_raw_copy']:>7.2f}{f['cpu_s_per_mrow']:>11.2f}{f['peak_rss_mb']:>9.0f}"
               f"{o['data_bytes'] / 1e6:>8.1f}{o['data_files'] + o['delete_files']:>6}"
               f"  {f['status']}\n")
+        sep = e.get("separate")
+        if sep and "wall_s" in sep["firn"]:
+            r, f = sep["raw_copy"], sep["firn"]
+            w(f"{'':<9}{'raw':<7}{r['wall_s']:>8.2f}{fmt(round(e['rows'] / r['wall_s'])):>12}"
+              f"{'1.00':>7}{'':>11}{'':>9}{'':>8}{'':>6}  server on cores {sep['server_cpus']}, "
+              f"psql on {sep['client_cpus']}\n")
+            w(f"{'':<9}{'firn':<7}{f['wall_s']:>8.2f}{fmt(f['rows_per_s']):>12}"
+              f"{f['x_raw_copy']:>7.2f}{f['cpu_s_per_mrow']:>11.2f}{f['peak_rss_mb']:>9.0f}"
+              f"{'':>8}{'':>6}  {f['status']}, on cores {sep['client_cpus']}\n")
     c = rep["cdc"]
     w(f"\ncdc backlog: {c['changes']:,} changes ({c['inserts']:,} I / {c['updates']:,} U / "
       f"{c['deletes']:,} D) from pgbench at {c['load']['tps']} tps\n")
@@ -688,6 +735,16 @@ def markdown(rep: dict) -> str:
                 f"{f['x_raw_copy']:.2f}", f"{f['cpu_s_per_mrow']:.2f}", f"{f['peak_rss_mb']:.0f}",
                 f"{o['data_bytes'] / 1e6:.1f} MB, {o['data_files'] + o['delete_files']} files",
                 f["status"])
+        sep = e.get("separate")
+        if sep and "wall_s" in sep["firn"]:
+            r, f = sep["raw_copy"], sep["firn"]
+            row("", f"raw COPY binary, server on cores {sep['server_cpus']}, psql on "
+                f"{sep['client_cpus']}", f"{r['wall_s']:.2f}",
+                f"{round(e['rows'] / r['wall_s']):,} rows/s", "1.00", "", "", "/dev/null",
+                "floor")
+            row("", f"firn on cores {sep['client_cpus']}", f"{f['wall_s']:.2f}",
+                f"{f['rows_per_s']:,} rows/s", f"{f['x_raw_copy']:.2f}",
+                f"{f['cpu_s_per_mrow']:.2f}", f"{f['peak_rss_mb']:.0f}", "", f["status"])
     c = rep["cdc"]
     d = c["raw_drain"]
     row(f"CDC backlog ({c['changes']:,} changes)", "pg_recvlogical", f"{d['wall_s']:.2f}",

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 import datagen  # noqa: E402
+import measure  # noqa: E402
 from firn_run import table_metadata_location  # noqa: E402
 
 # data-movement/datasets/taxi.go of galaxy-io/benchmarks, as information_schema spells it.
@@ -93,7 +94,7 @@ def datagen_rows(smoke, table: str) -> int:
     return smoke[0]["generate"][table]["rows"]
 
 
-def test_report_shape_and_honesty(smoke):
+def test_report_shape_and_honesty(smoke, pg):
     rep, _, stdout = smoke
     assert rep["size"] == "smoke"
     for t in datagen.TABLES:
@@ -126,6 +127,16 @@ def test_report_shape_and_honesty(smoke):
         assert cdc["firn"]["status"] == "ok" and cdc["firn"]["values"]["match"], cdc["firn"]
         fl = rep["live"]["firn"]
         assert fl["status"] == "ok", fl
+        # The test cluster runs on this machine: the taxi backfill is also timed on separate
+        # cores (server on one half, firn on the other), and the server gets every core back.
+        if len(os.sched_getaffinity(0)) >= 2:
+            sep = rep["backfill"]["taxi"]["separate"]
+            assert sep["firn"]["status"] == "ok" and sep["firn"]["rows_ok"], sep
+            assert not set(sep["server_cpus"]) & set(sep["client_cpus"])
+            assert sep["raw_copy"]["wall_s"] > 0 and sep["firn"]["x_raw_copy"] > 0
+            with pg.connect() as c:
+                for pid in measure.server_pids(c):
+                    assert os.sched_getaffinity(pid) == os.sched_getaffinity(0), pid
         assert "backfill_taxi_speed" in rep["firn_vs_peer"]
     else:
         assert cdc["firn"]["status"] == "not run" and rep["live"]["firn"]["status"] == "not run"
