@@ -63,16 +63,16 @@ for ((i = 0; i < par; i++)); do
 done
 wait
 raw=$(echo "$(date +%s.%N) - $t0" | bc)
-/usr/bin/time -f "%e %U %S %M" -o "$work/time" "${client[@]}" "$@" "$firn" sync --source "$work/source.json" \
+/usr/bin/time -f "%e %U %S %M %R %c %w" -o "$work/time" "${client[@]}" "$@" "$firn" sync --source "$work/source.json" \
     --destination "$work/destination.json" --streams "$work/streams.json" \
     --state "$work/state.json" 2>"$work/stderr" || {
     tail -5 "$work/stderr"
     exit 1
 }
-read -r wall user sys rss_kb <"$work/time"
+read -r wall user sys rss_kb minflt invcs volcs <"$work/time"
 psql -XAtqc "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
              WHERE database = current_database()" >/dev/null
-printf 'rows %s  raw %.2fs  firn %.2fs  ratio %.2f  CPU %.2fs = %.3f CPU-s/M rows  RSS %d MB  load %s/%s\n' \
+printf 'rows %s  raw %.2fs  firn %.2fs  ratio %.2f  CPU %.2fs = %.3f CPU-s/M rows  RSS %d MB  faults %s  cs %s/%s  load %s/%s\n' \
     "$rows" "$raw" "$wall" "$(echo "$wall / $raw" | bc -l)" "$(echo "$user + $sys" | bc)" \
-    "$(echo "($user + $sys) * 1000000 / $rows" | bc -l)" $((rss_kb / 1024)) "$load0" \
+    "$(echo "($user + $sys) * 1000000 / $rows" | bc -l)" $((rss_kb / 1024)) "$minflt" "$volcs" "$invcs" "$load0" \
     "$(cut -d' ' -f1 /proc/loadavg)"
