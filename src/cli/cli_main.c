@@ -76,12 +76,44 @@ static const cli_cmd commands[] = {
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* Writes the formatted message to stderr with control characters escaped (\n, \t, \x1b ...):
+ * names from the configuration files may hold any of them, and an error stays one line that
+ * cannot move the terminal's cursor or change its colours. */
+static void put_escaped(const char *fmt, va_list ap) FIRN_PRINTF(1, 0);
+static void put_escaped(const char *fmt, va_list ap)
+{
+    char stack[1024];
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(stack, sizeof(stack), fmt, copy);
+    va_end(copy);
+    if (n < 0)
+        return;
+    char *text = stack;
+    if ((size_t)n >= sizeof(stack)) {
+        text = firn_malloc((size_t)n + 1);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+    }
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", stderr);
+        else if (*p == '\t')
+            fputs("\\t", stderr);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    }
+    if (text != stack)
+        firn_free(text);
+}
+
 void firn__cli_error(const char *fmt, ...)
 {
     va_list ap;
     fputs("firn: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    put_escaped(fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
 }
@@ -91,7 +123,7 @@ int firn__cli_usage_error(const cli_cmd *cmd, const char *fmt, ...)
     va_list ap;
     fprintf(stderr, "firn: %s: ", cmd->name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    put_escaped(fmt, ap);
     va_end(ap);
     fprintf(stderr, "; run \"firn %s --help\"\n", cmd->name);
     return CLI_EXIT_USAGE;

@@ -95,6 +95,7 @@ struct cfg_ctx {
         char *path;
     } * seen; /* stored values and the key that set them (alias conflicts) */
     size_t n_seen, cap_seen;
+    bool secret; /* expanding a secret's value: messages quote none of its text */
 };
 
 /* The root node of each file (cfg_schema.c). */

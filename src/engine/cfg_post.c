@@ -205,6 +205,14 @@ static const char *seen_path(const cfg_ctx *ctx, const void *addr, const char *f
     return fallback;
 }
 
+/* An empty string given for a key (NULL: not given) is an error naming the key. */
+static firn_rc not_empty(cfg_ctx *ctx, char *const *value, const char *key, firn_err *err)
+{
+    if (!*value || **value)
+        return FIRN_OK;
+    return firn__cfg_fail(ctx, err, "\"%s\" must not be empty", seen_path(ctx, value, key));
+}
+
 /* "firn_" + the database name folded to [a-z0-9_] (slot names allow nothing else). */
 static char *default_object_name(const char *database)
 {
@@ -234,6 +242,11 @@ firn_rc firn__cfg_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err
                               "\"uri\" must be a postgresql:// URI or a key=value conninfo");
     if (s->host && (strstr(s->host, "://") || strchr(s->host, '/')))
         return firn__cfg_fail(ctx, err, "\"host\" must be a host name or address, not a URL");
+    /* libpq reads an empty value as "not given": a socket in /var/run/postgresql, the OS user's
+     * name as role and database. */
+    FIRN_TRY(not_empty(ctx, &s->host, "host", err));
+    FIRN_TRY(not_empty(ctx, &s->database, "database", err));
+    FIRN_TRY(not_empty(ctx, &s->username, "username", err));
     s->slot_given = s->slot != NULL;
     s->publication_given = s->publication != NULL;
     if (!s->slot)
@@ -246,6 +259,11 @@ firn_rc firn__cfg_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err
         s->create_publication = !s->publication_given;
     if (s->update_method == FIRN_UPDATE_CDC && !s->slot_given)
         return firn__cfg_fail(ctx, err, "missing required key \"update_method.replication_slot\"");
+    /* PostgreSQL cuts longer names to 63 bytes: the publication firn would look for is not the
+     * one the server creates. */
+    if (!s->publication[0] || strlen(s->publication) > 63)
+        return firn__cfg_fail(ctx, err, "\"%s\": a publication name has 1 to 63 bytes",
+                              seen_path(ctx, &s->publication, "publication"));
     /* PostgreSQL's rule for slot names; it also keeps them out of harm in SQL text. */
     const size_t n = strlen(s->slot);
     if (n == 0 || n > 63 || strspn(s->slot, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
@@ -590,6 +608,11 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(ctx, err, "\"commit.interval_seconds\" must be greater than 0");
     if (d->commit.max_bytes < 1024)
         return firn__cfg_fail(ctx, err, "\"commit.max_bytes\" must be at least 1KiB");
+    if (d->compression == FIRN_CODEC_GZIP && d->compression_level > 9)
+        return firn__cfg_fail(ctx, err,
+                              "\"write.compression_level\" must be between 0 and 9 for gzip, got "
+                              "%lld (0: the codec's default)",
+                              (long long)d->compression_level);
     if (d->target_file_bytes < (1u << 20))
         return firn__cfg_fail(ctx, err, "\"write.target_file_size\" must be at least 1MiB");
     if (d->memory_limit_bytes < (16u << 20))

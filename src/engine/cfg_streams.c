@@ -349,6 +349,11 @@ static void merge_into_selection(firn_stream_config *sel, firn_stream_config *di
 
 static firn_rc check_stream(cfg_ctx *ctx, firn_stream_config *st, firn_err *err)
 {
+    if (st->selected && (!st->name[0] || !st->namespace[0]))
+        return firn__cfg_fail(ctx, err, "stream \"%s.%s\": %s is empty; name the source table's %s",
+                              st->namespace, st->name,
+                              st->namespace[0] ? "\"stream_name\"" : "the schema key",
+                              st->namespace[0] ? "name" : "schema");
     if (st->cursor_field) {
         char *colon = strchr(st->cursor_field, ':');
         if (colon) {

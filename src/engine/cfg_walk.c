@@ -161,7 +161,15 @@ expand_ref(cfg_ctx *ctx, const char *d, firn_buf *b, const char **next, firn_err
                               firn__cfg_path(ctx));
     const char *name_end = d + 2 + strcspn(d + 2, ":}");
     bool has_default = name_end < close && name_end[0] == ':' && name_end[1] == '-';
-    if ((!has_default && name_end != close) || !env_name_ok(d + 2, (size_t)(name_end - (d + 2))))
+    bool bad_name =
+        (!has_default && name_end != close) || !env_name_ok(d + 2, (size_t)(name_end - (d + 2)));
+    if (bad_name && ctx->secret)
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\": bad variable name in \"${...}\" (not shown: the value is "
+                              "a secret; write ${NAME} or ${NAME:-default}, and $$ for a literal "
+                              "\"$\")",
+                              firn__cfg_path(ctx));
+    if (bad_name)
         return firn__cfg_fail(ctx, err,
                               "\"%s\": bad variable name \"%.*s\" in \"${...}\" (write ${NAME} "
                               "or ${NAME:-default}; a name has letters, digits and \"_\")",
@@ -304,8 +312,10 @@ bind_string(cfg_ctx *ctx, const cfg_node *node, const json_t *v, void *at, firn_
     if (!json_is_string(v))
         return type_error(ctx, v, "a string", err);
     char *s = NULL;
-    FIRN_TRY(firn__cfg_expand(ctx, json_string_value(v), &s, err));
-    (void)node;
+    ctx->secret = node->type == CFG_SECRET;
+    firn_rc rc = firn__cfg_expand(ctx, json_string_value(v), &s, err);
+    ctx->secret = false;
+    FIRN_TRY(rc);
     char **slot = at;
     firn_free(*slot);
     *slot = s;

@@ -326,8 +326,9 @@ T_TEST(env_substitution)
                    "source.json: \"host\": bad variable name \"A B\" in \"${...}\" (write "
                    "${NAME} or ${NAME:-default}; a name has letters, digits and \"_\")");
     T_CONFIG_ERROR("source", "{\"host\": \"h\", \"password\": \"${:-hunter2}\"}",
-                   "source.json: \"password\": bad variable name \"\" in \"${...}\" (write "
-                   "${NAME} or ${NAME:-default}; a name has letters, digits and \"_\")");
+                   "source.json: \"password\": bad variable name in \"${...}\" (not shown: the "
+                   "value is a secret; write ${NAME} or ${NAME:-default}, and $$ for a literal "
+                   "\"$\")");
     setenv("FIRN_TEST_PG_PORT", "not-a-port", 1);
     T_CONFIG_ERROR("source", "{\"host\": \"h\", \"port\": \"${FIRN_TEST_PG_PORT}\"}",
                    "source.json: \"port\" must be an integer (from the environment)");
