@@ -66,10 +66,13 @@ firn_rc_class firn_rc_classify(firn_rc rc);
 /** True when rc is worth retrying with backoff (class TRANSIENT). */
 bool firn_rc_is_transient(firn_rc rc);
 
-#define FIRN_ERR_MSG_MAX 256
+/* Room for a remedy naming long schema and table names (1 KiB: firn_err lives on stacks and in
+ * a few per-connection structs, never in large arrays). */
+#define FIRN_ERR_MSG_MAX 1024
 
 /** Details of the last error: code, saved errno (0 if none) and a one-line message. Embedded by
- * the caller; a zeroed struct is "no error". */
+ * the caller; a zeroed struct is "no error". A message cut at FIRN_ERR_MSG_MAX - 1 bytes is cut
+ * before a UTF-8 sequence it would split. */
 typedef struct firn_err {
     firn_rc code;
     int sys_errno;
@@ -80,7 +83,8 @@ typedef struct firn_err {
 void firn_err_clear(firn_err *err);
 /** Records rc with a printf-style message in err (NULL accepted: nothing recorded) and returns
  * rc, so `return firn_err_set(err, FIRN_ERR_PARSE, "...")` reads naturally. Messages follow the
- * postgres guide: lower case, no final period, quote names. Truncated to 255 bytes. */
+ * postgres guide: lower case, no final period, quote names. Truncated to FIRN_ERR_MSG_MAX - 1
+ * bytes at most, never inside a UTF-8 sequence. */
 firn_rc firn_err_set(firn_err *err, firn_rc rc, const char *fmt, ...) FIRN_PRINTF(3, 4);
 /** Like firn_err_set and also saves sys_errno and appends ": <strerror>" to the message. */
 firn_rc firn_err_set_errno(firn_err *err, firn_rc rc, int sys_errno, const char *fmt, ...)

@@ -118,6 +118,13 @@ static void one_line(char *out, size_t cap, const char *s)
     size_t n = 0;
     for (; *s && *s != '\n' && *s != '\r' && n + 1 < cap; s++)
         out[n++] = (unsigned char)*s < 0x20 ? ' ' : *s;
+    /* Cut inside a UTF-8 sequence: drop its first bytes too. */
+    if (((unsigned char)*s & 0xC0) == 0x80) {
+        while (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0x80)
+            n--;
+        if (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0xC0)
+            n--;
+    }
     out[n] = '\0';
 }
 
@@ -131,7 +138,7 @@ rest_fail(firn_rc rc, const firn_http_response *resp, firn_err *err, const char 
 static firn_rc
 rest_fail(firn_rc rc, const firn_http_response *resp, firn_err *err, const char *fmt, ...)
 {
-    char what[512], detail[2 * FIRN_ERR_MSG_MAX];
+    char what[512], detail[FIRN_ERR_MSG_MAX + 64]; /* the message is cut at the first size */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);

@@ -55,6 +55,30 @@ void firn_err_clear(firn_err *err)
     err->msg[0] = '\0';
 }
 
+/* A message cut at the end of msg (len bytes now) may end inside a UTF-8 sequence: drops the
+ * bytes of that incomplete sequence. */
+static void cut_utf8(char *msg, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)msg;
+    size_t cont = 0; /* continuation bytes (10xxxxxx) at the end, at most three */
+    while (cont < 3 && cont < len && (s[len - 1 - cont] & 0xC0) == 0x80)
+        cont++;
+    if (cont < len) {
+        const unsigned char lead = s[len - 1 - cont];
+        const size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (lead >= 0xC0 && cont + 1 < want)
+            len -= cont + 1;
+    }
+    msg[len] = '\0';
+}
+
+/* After a write of n bytes (as vsnprintf counts) into err->msg: a cut message ends whole. */
+static void after_cut(firn_err *err, int n)
+{
+    if (n >= (int)sizeof(err->msg))
+        cut_utf8(err->msg, sizeof(err->msg) - 1);
+}
+
 static void err_vset(firn_err *err, firn_rc rc, int sys_errno, const char *fmt, va_list ap)
     FIRN_PRINTF(4, 0);
 
@@ -65,6 +89,8 @@ static void err_vset(firn_err *err, firn_rc rc, int sys_errno, const char *fmt, 
     int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
     if (n < 0)
         snprintf(err->msg, sizeof(err->msg), "%s", firn_rc_message(rc));
+    else
+        after_cut(err, n);
 }
 
 firn_rc firn_err_set(firn_err *err, firn_rc rc, const char *fmt, ...)
@@ -87,8 +113,11 @@ firn_rc firn_err_set_errno(firn_err *err, firn_rc rc, int sys_errno, const char 
     err_vset(err, rc, sys_errno, fmt, ap);
     va_end(ap);
     size_t used = strlen(err->msg);
-    if (used < sizeof(err->msg) - 1)
-        snprintf(err->msg + used, sizeof(err->msg) - used, ": %s", strerror(sys_errno));
+    if (used < sizeof(err->msg) - 1) {
+        int n = snprintf(err->msg + used, sizeof(err->msg) - used, ": %s", strerror(sys_errno));
+        if (n > 0 && used + (size_t)n >= sizeof(err->msg))
+            cut_utf8(err->msg, sizeof(err->msg) - 1);
+    }
     return rc;
 }
 
@@ -109,6 +138,8 @@ void firn_err_context(firn_err *err, const char *fmt, ...)
         size_t keep = b.len < sizeof(err->msg) - 1 ? b.len : sizeof(err->msg) - 1;
         memcpy(err->msg, b.data, keep);
         err->msg[keep] = '\0';
+        if (keep < b.len)
+            cut_utf8(err->msg, keep);
     }
     firn_buf_deinit(&b);
 }

@@ -55,7 +55,7 @@ T_TEST(errno_message_and_truncation)
     firn_err_set_errno(&err, FIRN_ERR_IO, ENOENT, "could not open file \"%s\"", "/x");
     T_EQ_STR(err.msg, "could not open file \"/x\": No such file or directory");
     T_EQ_INT(err.sys_errno, ENOENT);
-    char big[600];
+    char big[2 * FIRN_ERR_MSG_MAX];
     memset(big, 'a', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     firn_err_set(&err, FIRN_ERR_PARSE, "%s", big);
@@ -64,6 +64,58 @@ T_TEST(errno_message_and_truncation)
     T_EQ_UINT(strlen(err.msg), FIRN_ERR_MSG_MAX - 1);
 }
 
+/* A line of n ASCII bytes, then tail. */
+static void set_padded(firn_err *err, size_t n, const char *tail)
+{
+    char pad[FIRN_ERR_MSG_MAX + 8];
+    memset(pad, 'a', n);
+    pad[n] = '\0';
+    firn_err_set(err, FIRN_ERR_CONFIG, "%s%s", pad, tail);
+}
+
+T_TEST(long_remedies_fit_and_cuts_keep_utf8_whole)
+{
+    firn_err err = {0};
+    /* A rename remedy with two 63-byte names four times over fits (the old cap was 255). */
+    char name[64];
+    memset(name, 'n', 63);
+    name[63] = '\0';
+    firn_err_set(&err, FIRN_ERR_SCHEMA,
+                 "source table \"%s.%s\" was renamed to \"%s.%s\": stream stopped, the slot keeps "
+                 "its changes; rename it back (ALTER TABLE \"%s\".\"%s\" RENAME TO \"%s\") or "
+                 "stream \"%s.%s\" with \"target_table\": \"%s\"; then run firn sync",
+                 name, name, name, name, name, name, name, name, name, name);
+    T_TRUE(strstr(err.msg, "; then run firn sync") != NULL);
+    const size_t max = FIRN_ERR_MSG_MAX - 1;
+    /* Cuts inside a 2-, 3- and 4-byte sequence drop the partial sequence. */
+    set_padded(&err, max - 1, "\xc3\xa9"); /* é */
+    T_EQ_UINT(strlen(err.msg), max - 1);
+    set_padded(&err, max - 2, "\xe2\x82\xac"); /* € */
+    T_EQ_UINT(strlen(err.msg), max - 2);
+    set_padded(&err, max - 1, "\xe2\x82\xac");
+    T_EQ_UINT(strlen(err.msg), max - 1);
+    set_padded(&err, max - 3, "\xf0\x9f\x98\x80"); /* U+1F600 */
+    T_EQ_UINT(strlen(err.msg), max - 3);
+    /* A sequence that fits exactly is kept. */
+    set_padded(&err, max - 3, "\xe2\x82\xac");
+    T_EQ_UINT(strlen(err.msg), max);
+    T_EQ_MEM(err.msg + max - 3, "\xe2\x82\xac", 3);
+    set_padded(&err, max - 2, "\xc3\xa9");
+    T_EQ_UINT(strlen(err.msg), max);
+    /* Context and strerror cut the same way. */
+    set_padded(&err, max - 19, ""); /* the context's first euro sign falls on the cut */
+    firn_err_context(&err, "while reading \"%s\"", "\xe2\x82\xac\xe2\x82\xac");
+    T_EQ_UINT(strlen(err.msg), max - 2);
+    T_EQ_INT(err.msg[max - 3], '"');
+    char pad[FIRN_ERR_MSG_MAX];
+    memset(pad, 'b', max - 3);
+    pad[max - 3] = '\0';
+    firn_err_set_errno(&err, FIRN_ERR_IO, ENOENT, "%s", pad);
+    T_EQ_UINT(strlen(err.msg), max);
+    T_EQ_STR(err.msg + max - 3, ": N");
+}
+
 T_MAIN(T_CASE(codes_have_names_and_classes),
        T_CASE(set_try_and_context),
-       T_CASE(errno_message_and_truncation))
+       T_CASE(errno_message_and_truncation),
+       T_CASE(long_remedies_fit_and_cuts_keep_utf8_whole))
