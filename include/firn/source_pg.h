@@ -262,6 +262,23 @@ FIRN_MUST_CHECK firn_rc firn_pg_discover(firn_pg_conn *c,
                                          size_t n_patterns,
                                          firn_pg_catalog **out,
                                          firn_err *err);
+/** A table named exactly: unquoted schema and name (borrowed). */
+typedef struct firn_pg_relname {
+    const char *schema;
+    const char *name;
+} firn_pg_relname;
+
+/** Discovers exactly the tables names gives (n_names entries), each name taken literally
+ * ('*', '?' and '.' are characters of the name, never a pattern; a partition named is its own
+ * stream). A name the source has no table of is left out, not an error: firn_pg_catalog_find
+ * returns NULL for it and the caller decides. Returns an owned catalog (free with
+ * firn_pg_catalog_free); FIRN_ERR_SOURCE on server errors. Logs one warning per column of an
+ * unknown type. Not thread-safe per connection. */
+FIRN_MUST_CHECK firn_rc firn_pg_discover_named(firn_pg_conn *c,
+                                               const firn_pg_relname *names,
+                                               size_t n_names,
+                                               firn_pg_catalog **out,
+                                               firn_err *err);
 /** Frees the catalog and its tables (NULL accepted). */
 void firn_pg_catalog_free(firn_pg_catalog *cat);
 /** Number of tables discovered. */

@@ -99,9 +99,19 @@ int firn__cli_check(const cli_cmd *cmd, cli_opts *o)
 {
     if (!o->source && !o->destination)
         return firn__cli_usage_error(cmd, "give --source FILE, --destination FILE or both");
-    firn_config_paths paths = {o->source, o->destination, o->streams, NULL};
+    /* The state file, when there is one, tells a stream synced before (its table renamed or
+     * dropped since) from a misspelt one. */
+    char *state = o->state     ? firn_strdup(o->state)
+                  : o->streams ? sibling(o->streams, "state.json")
+                               : NULL;
+    if (state && !o->state && access(state, F_OK) != 0) {
+        firn_free(state);
+        state = NULL;
+    }
+    firn_config_paths paths = {o->source, o->destination, o->streams, state};
     firn_config cfg = {0};
     int code = load(cmd, o, &paths, &cfg);
+    firn_free(state);
     if (code)
         return code;
     firn_err err = {0};

@@ -26,17 +26,21 @@ static const cli_cmd commands[] = {
      "  -h, --help           show this help\n",
      0, 1, firn__cli_spec},
     {"check", "test the connection to the source and the destination",
-     "usage: firn check [--source FILE] [--destination FILE] [--streams FILE]\n"
+     "usage: firn check [--source FILE] [--destination FILE] [--streams FILE] [--state FILE]\n"
      "\n"
      "Validates the files, then connects: to PostgreSQL (login, wal_level, a replication\n"
      "connection, the replication slot and publication; with --streams also what sync checks\n"
      "for each CDC table: publication coverage, replica identity, SELECT, and a warning naming\n"
      "the tables at risk of unchanged TOAST values) and to the catalog (a test namespace and\n"
-     "file are written and removed). Creates nothing on the source.\n"
+     "file are written and removed). Creates nothing on the source. A selected table the source\n"
+     "lacks is an error naming them all (exit 2 when one of them was never synced, as the state\n"
+     "file, default state.json next to --streams, tells).\n"
      "At least one of --source and --destination is needed.\n"
      "\n"
-     "options:\n" FILE_OPTS LOG_OPTS,
-     CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_LOG, 0, firn__cli_check},
+     "options:\n" FILE_OPTS
+     "  --state FILE         state.json (default: state.json next to the streams file)\n" LOG_OPTS,
+     CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_LOG, 0,
+     firn__cli_check},
     {"discover", "list the source's tables and write the streams file",
      "usage: firn discover --source FILE [--destination FILE] [--streams FILE] [--output FILE]\n"
      "\n"

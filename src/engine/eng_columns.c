@@ -292,28 +292,24 @@ check_stream(firn_pg_conn *c, const firn_stream_config *s, firn_pg_catalog *cat,
 firn_rc firn__columns_check(const firn_config *cfg, firn_pg_conn *c, firn_err *err)
 {
     const firn_streams_config *ss = &cfg->streams;
-    char **patterns = firn_calloc(ss->count ? ss->count : 1, sizeof(char *));
+    firn_pg_relname *names = firn_calloc(ss->count ? ss->count : 1, sizeof(*names));
     size_t n = 0;
     for (size_t i = 0; i < ss->count; i++) {
         const firn_stream_config *s = &ss->items[i];
         if (!s->selected || (s->columns.count == 0 && s->sync_new_columns && !s->filter))
             continue;
-        firn_buf b;
-        firn_buf_init(&b, 4096);
-        firn_rc_ignore(firn_buf_appendf(&b, "%s.%s", s->namespace, s->name));
-        patterns[n++] = (char *)firn_buf_take(&b, NULL);
+        names[n].schema = s->namespace;
+        names[n++].name = s->name;
     }
     firn_pg_catalog *cat = NULL;
     firn_rc rc = FIRN_OK;
     if (n)
-        rc = firn_pg_discover(c, (const char *const *)patterns, n, &cat, err);
+        rc = firn_pg_discover_named(c, names, n, &cat, err);
     for (size_t i = 0; rc == FIRN_OK && n && i < ss->count; i++) {
         if (ss->items[i].selected)
             rc = check_stream(c, &ss->items[i], cat, err);
     }
-    for (size_t i = 0; i < n; i++)
-        firn_free(patterns[i]);
-    firn_free(patterns);
+    firn_free(names);
     firn_pg_catalog_free(cat);
     return rc;
 }

@@ -508,8 +508,8 @@ firn_rc firn__incremental_run(firn__engine *e, firn_err *err)
 {
     for (size_t i = 0; i < e->n_tables; i++) {
         firn__table *t = e->tables[i];
-        if (t->stream->sync_mode != FIRN_SYNC_INCREMENTAL)
-            continue;
+        if (t->stream->sync_mode != FIRN_SYNC_INCREMENTAL || t->halted)
+            continue; /* a stopped stream (its source table is missing) copies nothing */
         if (!t->stream->cursor_field)
             return firn_err_set(err, FIRN_ERR_CONFIG,
                                 "stream \"%s.%s\" is incremental but has no cursor_field",

@@ -382,14 +382,22 @@ firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
         rc = firn_err_set(err, rc, "could not record the column attnums of table \"%s\"",
                           t->display);
     const char *prop = firn_props_get(&md->properties, FIRN_PROP_ATTNUMS);
-    if (rc || text.len == 0 || (prop && strcmp(prop, (const char *)text.data) == 0)) {
+    const char *prop_oid = firn_props_get(&md->properties, FIRN_PROP_SOURCE_OID);
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    const bool new_attnums = text.len > 0 && (!prop || strcmp(prop, (const char *)text.data) != 0);
+    const bool new_oid = t->pg->oid != 0 && (!prop_oid || strcmp(prop_oid, oid) != 0);
+    if (rc || (!new_attnums && !new_oid)) {
         firn_buf_deinit(&text);
         return rc;
     }
     firn_table_changes ch;
     firn_table_changes_init(&ch);
     firn_table_changes_require_uuid(&ch, md->table_uuid);
-    firn_table_changes_set_property(&ch, FIRN_PROP_ATTNUMS, (const char *)text.data);
+    if (new_attnums)
+        firn_table_changes_set_property(&ch, FIRN_PROP_ATTNUMS, (const char *)text.data);
+    if (new_oid)
+        firn_table_changes_set_property(&ch, FIRN_PROP_SOURCE_OID, oid);
     firn_catalog_table out = {0};
     rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &out, err);
     if (rc == FIRN_OK) {
@@ -399,6 +407,28 @@ firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
     firn_table_changes_deinit(&ch);
     firn_buf_deinit(&text);
     return rc;
+}
+
+firn_rc firn__rename_missing_line(firn__table *t, firn_err *why, firn_err *err)
+{
+    const char *prop =
+        t->cat.metadata ? firn_props_get(&t->cat.metadata->properties, FIRN_PROP_SOURCE_OID) : NULL;
+    uint64_t oid = 0;
+    char ns[256] = "", name[256] = "";
+    if (prop && firn_parse_u64(prop, strlen(prop), &oid, NULL) == FIRN_OK && oid > 0 &&
+        oid <= UINT32_MAX)
+        FIRN_TRY(current_name(t, (uint32_t)oid, ns, sizeof(ns), name, sizeof(name), err));
+    if (name[0]) { /* the same table under another name: the rename stop's line */
+        renamed_line(t, ns, name, why);
+        return FIRN_OK;
+    }
+    firn_err_set(why, FIRN_ERR_SCHEMA,
+                 "source table \"%s.%s\" does not exist (renamed or dropped): stream stopped%s; "
+                 "rename it back or point the stream at the new name with \"target_table\": "
+                 "\"%s\", or remove the stream if the table was dropped; then run firn sync",
+                 t->pg->schema_name, t->pg->name, t->cdc ? ", the slot keeps its changes" : "",
+                 t->name);
+    return FIRN_OK;
 }
 
 firn_rc firn__rename_unplaced(

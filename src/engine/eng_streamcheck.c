@@ -131,23 +131,73 @@ firn__stream_check_table(const firn_stream_config *s, const firn_pg_table *pg, f
     return FIRN_OK;
 }
 
+void firn__streams_names_append(firn_buf *b,
+                                const firn_stream_config *items,
+                                const size_t *idx,
+                                size_t n)
+{
+    for (size_t i = 0; i < n && i < 5; i++)
+        firn_rc_ignore(firn_buf_appendf(b, "%s\"%s.%s\"", i ? ", " : "", items[idx[i]].namespace,
+                                        items[idx[i]].name));
+    if (n > 5)
+        firn_rc_ignore(firn_buf_appendf(b, " and %zu more", n - 5));
+}
+
+firn_rc firn__streams_check_missing(const firn_config *cfg,
+                                    firn_pg_catalog *pgcat,
+                                    bool *out_config,
+                                    firn_err *err)
+{
+    const firn_streams_config *ss = &cfg->streams;
+    size_t *missing = firn_calloc(ss->count ? ss->count : 1, sizeof(size_t));
+    size_t n = 0;
+    *out_config = false;
+    for (size_t i = 0; i < ss->count; i++) {
+        const firn_stream_config *s = &ss->items[i];
+        if (!s->selected || firn_pg_catalog_find(pgcat, s->namespace, s->name))
+            continue;
+        missing[n++] = i;
+        /* Never synced (no state entry): a name that never was a table. */
+        *out_config |= !firn_state_stream((firn_state *)&cfg->state, s->namespace, s->name, false);
+    }
+    firn_rc rc = FIRN_OK;
+    if (n > 0) {
+        firn_buf b;
+        firn_buf_init(&b, 1 << 16);
+        firn__streams_names_append(&b, ss->items, missing, n);
+        rc = firn_err_set(err, FIRN_ERR_NOT_FOUND,
+                          "source has no table %s%s selected in the streams file; a table renamed: "
+                          "rename it back or point its stream at the new name with "
+                          "\"target_table\" (its Iceberg table); dropped: remove the stream; "
+                          "misspelt: fix its namespace or stream_name (firn discover lists the "
+                          "tables)",
+                          n > 1 ? "for these streams: " : "", (const char *)b.data);
+        firn_buf_deinit(&b);
+    }
+    firn_free(missing);
+    return rc;
+}
+
 firn_rc
 firn__streams_check_source(const firn_config *cfg, firn_pg_conn *c, bool *out_config, firn_err *err)
 {
     const firn_streams_config *ss = &cfg->streams;
     size_t n = 0;
-    char **patterns = firn__selected_patterns(ss, &n);
+    firn_pg_relname *names = firn__selected_names(ss, &n);
     firn_pg_catalog *pgcat = NULL;
-    firn_rc rc = n ? firn_pg_discover(c, (const char *const *)patterns, n, &pgcat, err) : FIRN_OK;
+    firn_rc rc = n ? firn_pg_discover_named(c, names, n, &pgcat, err) : FIRN_OK;
+    *out_config = false;
+    if (rc == FIRN_OK && n)
+        rc = firn__streams_check_missing(cfg, pgcat, out_config, err);
     for (size_t i = 0; rc == FIRN_OK && i < ss->count; i++) {
         const firn_stream_config *s = &ss->items[i];
         const firn_pg_table *pg =
             s->selected ? firn_pg_catalog_find(pgcat, s->namespace, s->name) : NULL;
-        if (pg) /* a missing table is sync's source error */
+        if (pg)
             rc = firn__stream_check_table(s, pg, err);
         *out_config = rc != FIRN_OK;
     }
-    firn__selected_patterns_free(patterns, n);
+    firn_free(names);
     firn_pg_catalog_free(pgcat);
     return rc;
 }

@@ -78,7 +78,8 @@ static void refresh_state(firn__engine *e)
 {
     for (size_t i = 0; i < e->n_tables; i++) {
         firn__table *t = e->tables[i];
-        const firn_snapshot *s = firn_table_metadata_current_snapshot(t->cat.metadata);
+        const firn_snapshot *s =
+            t->cat.metadata ? firn_table_metadata_current_snapshot(t->cat.metadata) : NULL;
         if (!s)
             continue;
         firn_stream_state *st =
@@ -132,43 +133,32 @@ static void pq_options(firn__engine *e)
         e->pq.page_bytes = d->page_bytes;
 }
 
-/* "<namespace>.<table>" of every selected stream, for firn_pg_discover; *out_n of them in a
- * firn_malloc'd array the caller frees with firn__selected_patterns_free. */
-char **firn__selected_patterns(const firn_streams_config *ss, size_t *out_n)
+firn_pg_relname *firn__selected_names(const firn_streams_config *ss, size_t *out_n)
 {
-    char **patterns = firn_calloc(ss->count ? ss->count : 1, sizeof(char *));
+    firn_pg_relname *names = firn_calloc(ss->count ? ss->count : 1, sizeof(*names));
     size_t n = 0;
     for (size_t i = 0; i < ss->count; i++) {
         if (!ss->items[i].selected)
             continue;
-        firn_buf b;
-        firn_buf_init(&b, 4096);
-        firn_rc_ignore(firn_buf_appendf(&b, "%s.%s", ss->items[i].namespace, ss->items[i].name));
-        patterns[n++] = (char *)firn_buf_take(&b, NULL);
+        names[n].schema = ss->items[i].namespace;
+        names[n++].name = ss->items[i].name;
     }
     *out_n = n;
-    return patterns;
-}
-
-void firn__selected_patterns_free(char **patterns, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        firn_free(patterns[i]);
-    firn_free(patterns);
+    return names;
 }
 
 static firn_rc discover_selected(firn__engine *e, firn_err *err)
 {
     const firn_streams_config *ss = &e->cfg->streams;
     size_t n = 0;
-    char **patterns = firn__selected_patterns(ss, &n);
+    firn_pg_relname *names = firn__selected_names(ss, &n);
     firn_rc rc = FIRN_OK;
     if (n == 0)
         rc = firn_err_set(err, FIRN_ERR_CONFIG,
                           "no stream is selected; run firn discover and select streams");
     else
-        rc = firn_pg_discover(e->sql, (const char *const *)patterns, n, &e->pgcat, err);
-    firn__selected_patterns_free(patterns, n);
+        rc = firn_pg_discover_named(e->sql, names, n, &e->pgcat, err);
+    firn_free(names);
     return fail(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_SOURCE, rc);
 }
 
@@ -197,13 +187,28 @@ static firn_rc set_stream_key(const firn_stream_config *s, firn_pg_table *pg, fi
     return FIRN_OK;
 }
 
+/* A new table of the engine for stream s and its source table pg (borrowed). */
+static firn__table *push_table(firn__engine *e, const firn_stream_config *s, firn_pg_table *pg)
+{
+    firn__table *t = firn_calloc(1, sizeof(*t));
+    e->tables = firn_reallocarray(e->tables, e->n_tables + 1, sizeof(*e->tables));
+    e->tables[e->n_tables++] = t;
+    t->eng = e;
+    t->stream = s;
+    t->pg = pg;
+    t->ns = firn_strdup(s->target_namespace);
+    t->name = firn_strdup(s->target_table);
+    firn_buf d;
+    firn_buf_init(&d, 4096);
+    firn_rc_ignore(firn_buf_appendf(&d, "%s.%s", t->ns, t->name));
+    t->display = (char *)firn_buf_take(&d, NULL);
+    return t;
+}
+
 static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err *err)
 {
     firn_pg_table *pg = firn_pg_catalog_find(e->pgcat, s->namespace, s->name);
-    if (!pg)
-        return fail(FIRN_FAULT_SOURCE,
-                    firn_err_set(err, FIRN_ERR_NOT_FOUND, "source table \"%s.%s\" does not exist",
-                                 s->namespace, s->name));
+    FIRN_ASSERT(pg); /* check_missing stopped the run or made the stream a stopped one */
     FIRN_TRY(fail(FIRN_FAULT_CONFIG, firn__stream_check_table(s, pg, err)));
     FIRN_TRY(set_stream_key(s, pg, err));
     for (size_t i = 0; i < e->n_tables; i++) {
@@ -223,19 +228,8 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
         firn_strlist_deinit(&left_out);
         return fail(crc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_DESTINATION, crc);
     }
-    firn__table *t = firn_calloc(1, sizeof(*t));
+    firn__table *t = push_table(e, s, pg);
     t->left_out = left_out;
-    e->tables = firn_reallocarray(e->tables, e->n_tables + 1, sizeof(*e->tables));
-    e->tables[e->n_tables++] = t;
-    t->eng = e;
-    t->stream = s;
-    t->pg = pg;
-    t->ns = firn_strdup(s->target_namespace);
-    t->name = firn_strdup(s->target_table);
-    firn_buf d;
-    firn_buf_init(&d, 4096);
-    firn_rc_ignore(firn_buf_appendf(&d, "%s.%s", t->ns, t->name));
-    t->display = (char *)firn_buf_take(&d, NULL);
     bool eq = e->cfg->destination.delete_mode == FIRN_DELETE_EQUALITY;
     /* Equality deletes need no index, so a table without a usable key can be upserted on all
      * its columns when its old rows arrive whole (REPLICA IDENTITY FULL). */
@@ -259,6 +253,91 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
     return fail(rc == FIRN_ERR_SCHEMA || rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG
                                                                : FIRN_FAULT_DESTINATION,
                 rc);
+}
+
+/* ---- streams whose source table is missing ------------------------------------------------ */
+
+/* True when firn synced stream s before: its Iceberg table or its state entry exists. */
+static firn_rc synced_before(firn__engine *e, const firn_stream_config *s, bool *out, firn_err *err)
+{
+    *out = firn_state_stream(&e->state, s->namespace, s->name, false) != NULL;
+    if (*out)
+        return FIRN_OK;
+    return firn_catalog_table_exists(e->catalog, s->target_namespace, s->target_table, out, err);
+}
+
+/* Before anything is written: a selected stream whose source table does not exist and that
+ * was never synced names a table that never was (a misspelt name): a configuration error, one
+ * line for all of them. */
+static firn_rc check_missing(firn__engine *e, firn_err *err)
+{
+    const firn_streams_config *ss = &e->cfg->streams;
+    size_t *never = firn_calloc(ss->count ? ss->count : 1, sizeof(size_t));
+    size_t n = 0;
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; rc == FIRN_OK && i < ss->count; i++) {
+        const firn_stream_config *s = &ss->items[i];
+        bool synced = false;
+        if (!s->selected || firn_pg_catalog_find(e->pgcat, s->namespace, s->name))
+            continue;
+        rc = fail(FIRN_FAULT_DESTINATION, synced_before(e, s, &synced, err));
+        if (rc == FIRN_OK && !synced)
+            never[n++] = i;
+    }
+    if (rc == FIRN_OK && n > 0) {
+        firn_buf b;
+        firn_buf_init(&b, 1 << 16);
+        firn__streams_names_append(&b, ss->items, never, n);
+        rc = fail(FIRN_FAULT_CONFIG,
+                  firn_err_set(err, FIRN_ERR_CONFIG,
+                               "source table%s %s of %s selected stream%s %s not exist and firn "
+                               "never synced %s; fix the namespace or stream_name in the streams "
+                               "file (firn discover lists the tables) or remove %s",
+                               n > 1 ? "s" : "", (const char *)b.data, n > 1 ? "the" : "a",
+                               n > 1 ? "s" : "", n > 1 ? "do" : "does", n > 1 ? "them" : "it",
+                               n > 1 ? "those streams" : "the stream"));
+        firn_buf_deinit(&b);
+    }
+    firn_free(never);
+    return rc;
+}
+
+/* A stub source description for a missing table: its names, no columns (owned by the table). */
+static firn_pg_table *stub_source(const firn_stream_config *s)
+{
+    firn_pg_table *pg = firn_calloc(1, sizeof(*pg));
+    char qs[FIRN_PG_QUOTED_MAX], qn[FIRN_PG_QUOTED_MAX];
+    firn_buf q;
+    firn_buf_init(&q, 4 * FIRN_PG_QUOTED_MAX);
+    firn_rc_ignore(firn_buf_appendf(&q, "%s.%s", firn_pg_ident_text(qs, sizeof(qs), s->namespace),
+                                    firn_pg_ident_text(qn, sizeof(qn), s->name)));
+    pg->qualified = (char *)firn_buf_take(&q, NULL);
+    pg->schema_name = firn_strdup(s->namespace);
+    pg->name = firn_strdup(s->name);
+    pg->relkind = 'r';
+    pg->replica_identity = 'd';
+    pg->estimated_rows = -1;
+    pg->schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+    return pg;
+}
+
+/* A synced stream whose source table is gone (renamed, moved or dropped): stopped like a stream
+ * at an incompatible schema change, the others go on, and the run ends with its line (exit 3). */
+static firn_rc add_stopped(firn__engine *e, const firn_stream_config *s, firn_err *err)
+{
+    firn__table *t = push_table(e, s, stub_source(s));
+    t->missing = true;
+    firn_rc rc = firn__table_open_stopped(t, err);
+    if (rc) {
+        firn_err_context(err, "while opening table \"%s\"", t->display);
+        return fail(FIRN_FAULT_DESTINATION, rc);
+    }
+    firn_err why = {0};
+    FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn__rename_missing_line(t, &why, err)));
+    FIRN_LOG(FIRN_LOG_ERROR, "engine", "%s", why.msg);
+    if (!e->halt.code)
+        e->halt = why;
+    return FIRN_OK;
 }
 
 static void engine_close(firn__engine *e)
@@ -329,9 +408,15 @@ engine_open(firn__engine *e, const firn_config *cfg, const firn_sync_options *op
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, lock_slot(e, err)));
     FIRN_TRY(open_catalog(e, err));
     FIRN_TRY(discover_selected(e, err));
+    FIRN_TRY(check_missing(e, err));
     for (size_t i = 0; i < cfg->streams.count; i++) {
-        if (cfg->streams.items[i].selected)
-            FIRN_TRY(add_table(e, &cfg->streams.items[i], err));
+        const firn_stream_config *s = &cfg->streams.items[i];
+        if (!s->selected)
+            continue;
+        if (firn_pg_catalog_find(e->pgcat, s->namespace, s->name))
+            FIRN_TRY(add_table(e, s, err));
+        else
+            FIRN_TRY(add_stopped(e, s, err));
     }
     return FIRN_OK;
 }
@@ -374,6 +459,19 @@ static firn_rc publication_exists(firn__engine *e, char *out, size_t cap, firn_e
     return rc;
 }
 
+/* Appends the CDC tables the source has ("a", "b"); false when there is none. */
+static bool append_cdc_tables(const firn__engine *e, firn_buf *b)
+{
+    bool first = true;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        if (!e->tables[i]->cdc || e->tables[i]->missing)
+            continue;
+        firn_rc_ignore(firn_buf_appendf(b, "%s%s", first ? "" : ", ", e->tables[i]->pg->qualified));
+        first = false;
+    }
+    return !first;
+}
+
 /* Creates the publication for the CDC tables when firn may and it is missing. */
 static firn_rc ensure_publication(firn__engine *e, firn_err *err)
 {
@@ -394,13 +492,9 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     firn_rc_ignore(firn_buf_append_cstr(&b, "CREATE PUBLICATION "));
     firn_rc_ignore(firn_pg_ident_append(&b, src->publication));
     firn_rc_ignore(firn_buf_append_cstr(&b, " FOR TABLE "));
-    bool first = true;
-    for (size_t i = 0; i < e->n_tables; i++) {
-        if (!e->tables[i]->cdc)
-            continue;
-        firn_rc_ignore(
-            firn_buf_appendf(&b, "%s%s", first ? "" : ", ", e->tables[i]->pg->qualified));
-        first = false;
+    if (!append_cdc_tables(e, &b)) { /* every CDC stream's table is missing */
+        firn_buf_deinit(&b);
+        return FIRN_OK;
     }
     firn_rc_ignore(firn_buf_append_cstr(&b, " WITH (publish_via_partition_root = true)"));
     firn_rc rc = firn_pg_conn_exec(e->sql, (const char *)b.data, err);
@@ -446,7 +540,8 @@ static bool slot_unused(const firn__engine *e)
         const firn__table *t = e->tables[i];
         if (!t->cdc)
             continue;
-        if (t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC)
+        /* A stopped stream still needs the slot's changes: it is not copied again. */
+        if (t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC || t->halted)
             return false;
         pending |= t->needs_backfill;
         if (!t->needs_backfill && !firn__table_backfill_is_last(t))
@@ -592,7 +687,7 @@ static firn_rc check_replica_identity(firn__engine *e, firn_err *err)
 {
     for (size_t i = 0; i < e->n_tables; i++) {
         const firn_pg_table *pg = e->tables[i]->pg;
-        if (!e->tables[i]->cdc)
+        if (!e->tables[i]->cdc || e->tables[i]->missing)
             continue;
         if (pg->replica_identity == 'n' || (pg->replica_identity == 'd' && !pg->has_primary_key))
             return firn_err_set(err, FIRN_ERR_CONFIG,
@@ -623,7 +718,7 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     firn_pgo_table *tabs = firn_calloc(e->n_tables, sizeof(*tabs));
     size_t n = 0;
     for (size_t i = 0; i < e->n_tables; i++) {
-        if (e->tables[i]->cdc) {
+        if (e->tables[i]->cdc && !e->tables[i]->missing) {
             tabs[n].schema = e->tables[i]->pg->schema_name;
             tabs[n++].name = e->tables[i]->pg->name;
         }
@@ -721,6 +816,7 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
         rc = run_cdc(&e, err);
     else if (rc == FIRN_OK && backfill)
         rc = backfill_without_slot(&e, err);
+    bool stopped = rc == FIRN_OK && e.halt.code; /* a stopped stream outside CDC (no slot) */
     if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
         refresh_state(&e);
         firn_rc src = firn__engine_save_state(&e, err);
@@ -728,6 +824,10 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
             rc = fail(FIRN_FAULT_NONE, src);
         for (size_t i = 0; i < e.n_tables; i++)
             firn__table_save_index(e.tables[i]); /* the next start reads it instead of the keys */
+    }
+    if (stopped && rc == FIRN_OK) {
+        *err = e.halt; /* the run reports the stream it stopped (exit code 3) */
+        rc = fail(FIRN_FAULT_SOURCE, e.halt.code);
     }
     if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
         uint64_t rows = 0;

@@ -37,6 +37,14 @@ void firn__table_deinit(firn__table *t)
     firn_strlist_deinit(&t->rename_from);
     firn_strlist_deinit(&t->rename_to);
     firn_strlist_deinit(&t->left_out);
+    if (t->missing && t->pg) { /* the stub firn__engine made for a missing source table */
+        firn_free(t->pg->schema_name);
+        firn_free(t->pg->name);
+        firn_free(t->pg->qualified);
+        firn_field_free(t->pg->schema);
+        firn_free(t->pg);
+        t->pg = NULL;
+    }
     pthread_mutex_destroy(&t->mu);
 }
 
@@ -329,7 +337,7 @@ firn_rc firn__table_incompatible(const firn__table *t,
     char a[48], b[48];
     firn_type_format(from, a, sizeof(a));
     firn_type_format(to, b, sizeof(b));
-    /* FIRN_ERR_MSG_MAX is 256: short enough for long names to keep the remedy. */
+    /* FIRN_ERR_MSG_MAX (1024) keeps the remedy whole for the longest names. */
     return firn_err_set(err, FIRN_ERR_SCHEMA,
                         "column \"%s\" of \"%s.%s\" changed type to %s (Iceberg %s -> %s is not a "
                         "promotion): stream stopped, the slot keeps its changes; drop table \"%s\" "
@@ -731,6 +739,28 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         t->key_retyped = false;
     }
     recopy_for_defaults(t);
+    return FIRN_OK;
+}
+
+firn_rc firn__table_open_stopped(firn__table *t, firn_err *err)
+{
+    pthread_mutex_init(&t->mu, NULL);
+    t->schema = t->pg->schema;
+    bool exists = false, backfill_done = false;
+    FIRN_TRY(firn_catalog_table_exists(t->eng->catalog, t->ns, t->name, &exists, err));
+    if (exists) {
+        FIRN_TRY(firn_catalog_load_table(t->eng->catalog, t->ns, t->name, &t->cat, err));
+        read_progress(t, &backfill_done);
+    } else {
+        const firn_stream_state *st =
+            firn_state_stream(&t->eng->state, t->stream->namespace, t->stream->name, false);
+        t->committed_lsn = st ? st->committed_lsn : 0;
+    }
+    const firn_sync_mode mode = t->stream->sync_mode;
+    t->halted = true;
+    t->halt_lsn = t->committed_lsn;
+    t->cdc = mode == FIRN_SYNC_FULL_REFRESH_CDC || mode == FIRN_SYNC_CDC_ONLY;
+    t->buf = firn_batch_new(t->schema);
     return FIRN_OK;
 }
 

@@ -353,7 +353,10 @@ typedef struct firn__consolidation {
 typedef struct firn__table {
     firn__engine *eng;
     const firn_stream_config *stream; /* borrowed from the configuration */
-    firn_pg_table *pg;                /* borrowed from the engine's discovery */
+    firn_pg_table *pg;                /* borrowed from the engine's discovery; for a source
+                                       * table that is missing, a stub the table owns */
+    bool missing;                     /* the source has no table of the stream's name: a stopped
+                                       * stream (firn__table_open_stopped) */
     char *ns;                         /* Iceberg namespace */
     char *name;                       /* Iceberg table name */
     char *display;                    /* "ns.name" for messages */
@@ -486,6 +489,11 @@ FIRN_MUST_CHECK firn_rc firn__columns_check(const firn_config *cfg, firn_pg_conn
  * the live files. Errors from the catalog, FileIO, Parquet; FIRN_ERR_SCHEMA for a source schema
  * the table cannot take. */
 FIRN_MUST_CHECK firn_rc firn__table_open(firn__table *t, firn_err *err);
+/** For a stream whose source table is missing (t->missing, t->pg a stub): loads its Iceberg
+ * table when it exists and reads the committed position, then marks the stream stopped like an
+ * incompatible schema change (t->halted, halt_lsn the committed position, so the slot is not
+ * confirmed past changes the stream still needs). Errors of the catalog. */
+FIRN_MUST_CHECK firn_rc firn__table_open_stopped(firn__table *t, firn_err *err);
 /** True when t's current snapshot is its initial copy (nothing committed after it), or when the
  * copy of an empty source table is recorded and nothing was committed since. */
 bool firn__table_backfill_is_last(const firn__table *t);
@@ -580,9 +588,18 @@ FIRN_MUST_CHECK firn_rc firn__rename_attnums_text(const firn__table *t,
 void firn__rename_between_runs(firn__table *t, const firn_field *root);
 /** A copy of cur with t's queued renames applied (same ids), NULL when none are queued. */
 firn_schema *firn__rename_apply(const firn__table *t, const firn_schema *cur);
-/** Commits FIRN_PROP_ATTNUMS when the table's differs from the source's (a table created before
- * it was kept, or columns added since). Errors of the catalog commit. */
+/** Table property: the oid of the stream's source table, so that a table renamed between runs
+ * is found under its new name (eng_rename.c). */
+#define FIRN_PROP_SOURCE_OID "firn.source-oid"
+/** Commits FIRN_PROP_ATTNUMS and FIRN_PROP_SOURCE_OID when the table's differ from the
+ * source's (a table created before they were kept, columns added since, a table created again).
+ * Errors of the catalog commit. */
 FIRN_MUST_CHECK firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err);
+/** A stopped stream whose source table is missing at the start (t->missing): why gets its one
+ * line (FIRN_ERR_SCHEMA). With FIRN_PROP_SOURCE_OID naming a table that now has another name,
+ * the line of a renamed table with both remedies; else what to do for a renamed or a dropped
+ * table. One catalog query on the engine's SQL connection; FIRN_ERR_SOURCE when it fails. */
+FIRN_MUST_CHECK firn_rc firn__rename_missing_line(firn__table *t, firn_err *why, firn_err *err);
 
 /** One file of the table's FileIO as firn_pq_reader_open's ranged source: io and path are
  * borrowed and must outlive the reader. */
@@ -674,10 +691,22 @@ FIRN_MUST_CHECK firn_rc firn__table_commit(firn__table *t,
 /* The manifest transform of a streams-file partition transform (eng_table.c). */
 firn_transform_kind firn__transform_kind(firn_cfg_transform t);
 
-/* "<namespace>.<table>" patterns of the selected streams for firn_pg_discover (eng_sync.c):
- * returns a firn_malloc'd array of *out_n strings; free it with firn__selected_patterns_free. */
-char **firn__selected_patterns(const firn_streams_config *ss, size_t *out_n);
-void firn__selected_patterns_free(char **patterns, size_t n);
+/* The source tables of the selected streams for firn_pg_discover_named (eng_sync.c), names
+ * borrowed from ss: returns a firn_malloc'd array of *out_n entries (free with firn_free). */
+firn_pg_relname *firn__selected_names(const firn_streams_config *ss, size_t *out_n);
+
+/* Check (eng_streamcheck.c): the selected streams whose source table pgcat lacks, in one line
+ * with what to do (FIRN_ERR_NOT_FOUND); *out_config when one of them was never synced (no
+ * state entry: a misspelt name, a configuration error). FIRN_OK when none is missing. */
+FIRN_MUST_CHECK firn_rc firn__streams_check_missing(const firn_config *cfg,
+                                                    firn_pg_catalog *pgcat,
+                                                    bool *out_config,
+                                                    firn_err *err);
+/* Appends "\"a.b\", \"c.d\" and 3 more" (up to 5 names) for the n streams of items[idx[i]]. */
+void firn__streams_names_append(firn_buf *b,
+                                const firn_stream_config *items,
+                                const size_t *idx,
+                                size_t n);
 
 /** Writes t's buffered changes (fold by key, data files, position deletes) and commits them
  * with position lsn. Nothing to do for an empty buffer. */

@@ -148,3 +148,41 @@ def test_created_publication_with_quotes_in_its_name(pg, pg_db, firn_bin, tmp_pa
     assert got == [(pub, 't"1')]
     assert fe.catalog().load_table(("e2e", 't"1')).scan().to_arrow().column("v").to_pylist() \
         == ["x"]
+
+
+def test_star_and_question_mark_are_characters_of_a_name(pg, pg_db, firn_bin, tmp_path):
+    """A stream names one table exactly: a table named "*" (or "a?c") is that table, never a
+    pattern over its schema (which would also read tables the streams file does not select,
+    here one firn cannot copy)."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute('CREATE TABLE "*" (id int PRIMARY KEY, v text); '
+                     """INSERT INTO "*" VALUES (1, 'star'), (2, 'two'); """
+                     'CREATE TABLE "a?c" (id int PRIMARY KEY, v text); '
+                     """INSERT INTO "a?c" VALUES (5, 'q'); """
+                     "CREATE TABLE abc (id int PRIMARY KEY, v text); "
+                     "INSERT INTO abc VALUES (6, 'not selected'); "
+                     "CREATE TABLE nocols ()")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, [("*", {"target_table": "star"}), ("a?c", {"target_table": "q"})])
+    proc = fe.run("check", "--source", str(fe.source), "--destination", str(fe.destination),
+                  "--streams", str(fe.streams), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    fe.sync()
+    cat = fe.catalog()
+    assert sorted(t[-1] for t in cat.list_tables("e2e")) == ["q", "star"]
+    rows = lambda t: sorted((r["id"], r["v"]) for r in cat.load_table(  # noqa: E731
+        ("e2e", t)).scan(selected_fields=("id", "v")).to_arrow().to_pylist())
+    assert rows("star") == [(1, "star"), (2, "two")]
+    assert rows("q") == [(5, "q")]
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("""INSERT INTO "*" VALUES (3, 'three'); INSERT INTO abc VALUES (7, 'x')""")
+    fe.sync()
+    assert rows("star") == [(1, "star"), (2, "two"), (3, "three")]
+    # A stream of a table named "*" that does not exist is a missing table, not an empty glob.
+    fe.write_streams([("*", {"target_table": "star"}), ("x*", {})])
+    proc = fe.sync(check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("firn: ")] == [
+        'firn: source table "public.x*" of a selected stream does not exist and firn never '
+        'synced it; fix the namespace or stream_name in the streams file (firn discover lists '
+        'the tables) or remove the stream'], proc.stderr

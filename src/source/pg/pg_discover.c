@@ -344,19 +344,33 @@ static bool pattern_match(const char *pattern, const char *nsp, const char *rel,
     return strcmp(want_rel, "*") == 0 || strcmp(want_rel, rel) == 0;
 }
 
+/* What a discovery takes: patterns (firn discover, tests) or names taken literally (the
+ * streams of a sync or check). */
+typedef struct match_spec {
+    const char *const *patterns;
+    size_t n_patterns;
+    const firn_pg_relname *names; /* used when named */
+    size_t n_names;
+    bool named;
+} match_spec;
+
 /* Decides whether a relation is a stream; counts pattern hits in hits[]. */
-static bool selected(const char *const *patterns,
-                     size_t n_patterns,
-                     const rel_row *rel,
-                     bool is_partition,
-                     size_t *hits)
+static bool selected(const match_spec *m, const rel_row *rel, bool is_partition, size_t *hits)
 {
-    if (n_patterns == 0)
+    if (m->named) {
+        for (size_t i = 0; i < m->n_names; i++) {
+            if (strcmp(m->names[i].schema, rel->nspname) == 0 &&
+                strcmp(m->names[i].name, rel->relname) == 0)
+                return true; /* a partition named is its own stream */
+        }
+        return false;
+    }
+    if (m->n_patterns == 0)
         return !is_partition;
     bool take = false;
-    for (size_t i = 0; i < n_patterns; i++) {
+    for (size_t i = 0; i < m->n_patterns; i++) {
         bool explicit = false;
-        if (!pattern_match(patterns[i], rel->nspname, rel->relname, &explicit))
+        if (!pattern_match(m->patterns[i], rel->nspname, rel->relname, &explicit))
             continue;
         if (is_partition && !explicit)
             continue; /* partitions come through their root */
@@ -366,15 +380,11 @@ static bool selected(const char *const *patterns,
     return take;
 }
 
-static firn_rc discover_rows(firn_pg_conn *c,
-                             PGresult *res,
-                             const char *const *patterns,
-                             size_t n_patterns,
-                             firn_pg_catalog *cat,
-                             firn_err *err)
+static firn_rc discover_rows(
+    firn_pg_conn *c, PGresult *res, const match_spec *m, firn_pg_catalog *cat, firn_err *err)
 {
     type_cache tc = {0};
-    size_t *hits = firn_calloc(n_patterns ? n_patterns : 1, sizeof(size_t));
+    size_t *hits = firn_calloc(m->n_patterns ? m->n_patterns : 1, sizeof(size_t));
     firn_rc rc = FIRN_OK;
     int rows = PQntuples(res);
     cat->tables = firn_calloc(rows ? (size_t)rows : 1, sizeof(*cat->tables));
@@ -385,26 +395,23 @@ static firn_rc discover_rows(firn_pg_conn *c,
                        .replident = PQgetvalue(res, r, 4)[0]};
         rc = parse_u32(PQgetvalue(res, r, 0), &rel.oid, err);
         bool is_partition = PQgetvalue(res, r, 5)[0] == 't';
-        if (rc || !selected(patterns, n_patterns, &rel, is_partition, hits))
+        if (rc || !selected(m, &rel, is_partition, hits))
             continue;
         rc = load_table(c, &tc, &rel, &cat->tables[cat->n_tables], err);
         if (!rc)
             cat->n_tables++;
     }
-    for (size_t i = 0; i < n_patterns && !rc; i++) {
-        if (hits[i] == 0 && !strchr(patterns[i], '*'))
-            rc = firn_err_set(err, FIRN_ERR_NOT_FOUND, "table \"%s\" does not exist", patterns[i]);
+    for (size_t i = 0; i < m->n_patterns && !rc; i++) {
+        if (hits[i] == 0 && !strchr(m->patterns[i], '*'))
+            rc = firn_err_set(err, FIRN_ERR_NOT_FOUND, "table \"%s\" does not exist",
+                              m->patterns[i]);
     }
     firn_free(hits);
     type_cache_free(&tc);
     return rc;
 }
 
-firn_rc firn_pg_discover(firn_pg_conn *c,
-                         const char *const *patterns,
-                         size_t n_patterns,
-                         firn_pg_catalog **out,
-                         firn_err *err)
+static firn_rc discover(firn_pg_conn *c, const match_spec *m, firn_pg_catalog **out, firn_err *err)
 {
     static const char SQL[] =
         "SELECT c.oid, n.nspname, c.relname, c.relkind, c.relreplident, c.relispartition"
@@ -416,7 +423,7 @@ firn_rc firn_pg_discover(firn_pg_conn *c,
     PGresult *res = NULL;
     FIRN_TRY(firn__pg_query(c, SQL, 0, NULL, &res, err));
     firn_pg_catalog *cat = firn_calloc(1, sizeof(*cat));
-    firn_rc rc = discover_rows(c, res, patterns, n_patterns, cat, err);
+    firn_rc rc = discover_rows(c, res, m, cat, err);
     PQclear(res);
     if (rc) {
         firn_pg_catalog_free(cat);
@@ -424,6 +431,26 @@ firn_rc firn_pg_discover(firn_pg_conn *c,
     }
     *out = cat;
     return FIRN_OK;
+}
+
+firn_rc firn_pg_discover(firn_pg_conn *c,
+                         const char *const *patterns,
+                         size_t n_patterns,
+                         firn_pg_catalog **out,
+                         firn_err *err)
+{
+    const match_spec m = {.patterns = patterns, .n_patterns = n_patterns};
+    return discover(c, &m, out, err);
+}
+
+firn_rc firn_pg_discover_named(firn_pg_conn *c,
+                               const firn_pg_relname *names,
+                               size_t n_names,
+                               firn_pg_catalog **out,
+                               firn_err *err)
+{
+    const match_spec m = {.names = names, .n_names = n_names, .named = true};
+    return discover(c, &m, out, err);
 }
 
 firn_rc
