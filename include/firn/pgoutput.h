@@ -307,12 +307,17 @@ typedef struct firn_pgo_config {
 typedef struct firn_pgo_table {
     const char *schema;
     const char *name;
+    /* The columns the stream selects (borrowed; n_columns 0: every column): only these count
+     * for the TOAST warning. */
+    const char *const *columns;
+    size_t n_columns;
 } firn_pgo_table;
 
 /** Warnings from firn_pgo_stream_preflight that do not stop the stream. Owned; free with
  * firn_pgo_report_deinit. */
 typedef struct firn_pgo_report {
-    /* Tables whose REPLICA IDENTITY is not FULL and that have TOAST-able columns: an update
+    /* Tables whose REPLICA IDENTITY is not FULL and that have TOAST-able columns among the
+     * selected ones (firn_pgo_table.columns): an update
      * that leaves such a column untouched sends it as "unchanged" (docs/cdc.md). "schema.name",
      * owned. */
     char **toast_risk;

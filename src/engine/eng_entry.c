@@ -133,12 +133,56 @@ void firn__engine_log_toast_risk(const firn_pgo_report *rep, firn_log_level leve
     firn_buf_deinit(&names);
 }
 
+/* The columns the CDC streams with a `columns` selection keep (as a sync applies it), for the
+ * preflight's TOAST warning and column grants: tabs[i].columns point into the returned catalog
+ * (free with firn_pg_catalog_free) through *out_flat (free with firn_free). A stream whose
+ * selection does not apply (reported by the stream checks) keeps every column. */
+static firn_pg_catalog *selected_columns(
+    const firn_config *cfg, firn_pg_conn *c, firn_pgo_table *tabs, size_t n, const char ***out_flat)
+{
+    firn_pg_relname *names = firn_calloc(n ? n : 1, sizeof(*names));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const firn_stream_config *s =
+            firn_streams_find(&cfg->streams, tabs[i].schema, tabs[i].name);
+        if (s && s->columns.count)
+            names[k++] = (firn_pg_relname){tabs[i].schema, tabs[i].name};
+    }
+    firn_pg_catalog *cat = NULL;
+    firn_err ignored = {0};
+    *out_flat = NULL;
+    if (k > 0 && firn_pg_discover_named(c, names, k, &cat, &ignored) != FIRN_OK)
+        cat = NULL;
+    firn_free(names);
+    size_t total = 0, used = 0;
+    for (size_t i = 0; cat && i < firn_pg_catalog_tables(cat); i++)
+        total += firn_pg_catalog_table(cat, i)->n_columns;
+    const char **flat = firn_calloc(total ? total : 1, sizeof(*flat));
+    for (size_t i = 0; cat && i < n; i++) {
+        const firn_stream_config *s =
+            firn_streams_find(&cfg->streams, tabs[i].schema, tabs[i].name);
+        firn_pg_table *pg = firn_pg_catalog_find(cat, tabs[i].schema, tabs[i].name);
+        firn_strlist left_out = {0};
+        if (s && s->columns.count && pg &&
+            firn__columns_apply(s, NULL, pg, &left_out, &ignored) == FIRN_OK) {
+            tabs[i].columns = flat + used;
+            tabs[i].n_columns = pg->n_columns;
+            for (size_t j = 0; j < pg->n_columns; j++)
+                flat[used++] = pg->columns[j].name;
+        }
+        firn_strlist_deinit(&left_out);
+    }
+    *out_flat = flat;
+    return cat;
+}
+
 /* The replication side of `firn check`: a replication connection opens (pg_hba.conf may allow
  * only normal ones), and the preflight sync runs before streaming passes for the selected CDC
  * tables: the slot (may be missing when firn creates it), the publication (may be missing when
- * firn creates it), replica identity, SELECT; tables at risk of unchanged TOAST values are
- * named in a warning. */
-static firn_rc check_replication(const firn_config *cfg, const char *conninfo, firn_err *err)
+ * firn creates it), replica identity, SELECT (on the table or on its selected columns); tables
+ * at risk of unchanged TOAST values among their selected columns are named in a warning. */
+static firn_rc
+check_replication(const firn_config *cfg, firn_pg_conn *c, const char *conninfo, firn_err *err)
 {
     const firn_source_config *src = &cfg->source;
     const char *pubs[1] = {src->publication};
@@ -161,11 +205,15 @@ static firn_rc check_replication(const firn_config *cfg, const char *conninfo, f
             tabs[n++].name = st->name;
         }
     }
+    const char **flat = NULL;
+    firn_pg_catalog *cat = selected_columns(cfg, c, tabs, n, &flat);
     firn_pgo_report rep = {0};
     firn_rc rc = firn_pgo_stream_preflight(s, tabs, n, src->create_slot, &rep, err);
     if (rc == FIRN_OK)
         firn__engine_log_toast_risk(&rep, FIRN_LOG_WARN);
     firn_pgo_report_deinit(&rep);
+    firn_free(flat);
+    firn_pg_catalog_free(cat);
     firn_free(tabs);
     firn_pgo_stream_free(s);
     return rc;
@@ -198,7 +246,7 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
         if (rc == FIRN_OK)
             rc = check_publication_owner(cfg, c, err);
         if (rc == FIRN_OK)
-            rc = check_replication(cfg, conninfo, err);
+            rc = check_replication(cfg, c, conninfo, err);
     }
     bool bad_selection = false; /* `columns` or `filter`: a configuration error (exit 2) */
     if (rc == FIRN_OK && cfg->has_streams) {

@@ -700,6 +700,33 @@ static firn_rc check_replica_identity(firn__engine *e, firn_err *err)
     return FIRN_OK;
 }
 
+/* The CDC tables for the preflight with the columns each stream selects (t->pg's, borrowed):
+ * only those count for the TOAST warning and the column grants. *out_flat holds the name
+ * arrays (free with firn_free, after the tables). */
+static firn_pgo_table *
+preflight_tables(const firn__engine *e, size_t *out_n, const char ***out_flat)
+{
+    size_t total = 0, n = 0, used = 0;
+    for (size_t i = 0; i < e->n_tables; i++)
+        total += e->tables[i]->pg->n_columns;
+    const char **flat = firn_calloc(total ? total : 1, sizeof(*flat));
+    firn_pgo_table *tabs = firn_calloc(e->n_tables ? e->n_tables : 1, sizeof(*tabs));
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (!t->cdc || t->missing)
+            continue;
+        tabs[n].schema = t->pg->schema_name;
+        tabs[n].name = t->pg->name;
+        tabs[n].columns = flat + used;
+        tabs[n++].n_columns = t->pg->n_columns;
+        for (size_t j = 0; j < t->pg->n_columns; j++)
+            flat[used++] = t->pg->columns[j].name;
+    }
+    *out_n = n;
+    *out_flat = flat;
+    return tabs;
+}
+
 static firn_rc run_cdc(firn__engine *e, firn_err *err)
 {
     const firn_source_config *src = &e->cfg->source;
@@ -715,14 +742,9 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     pc.recv_timeout_ms = src->replication_timeout_ms > 0 ? (int)src->replication_timeout_ms : -1;
     firn_pgo_stream *s = NULL;
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pgo_stream_open(&pc, &s, err)));
-    firn_pgo_table *tabs = firn_calloc(e->n_tables, sizeof(*tabs));
     size_t n = 0;
-    for (size_t i = 0; i < e->n_tables; i++) {
-        if (e->tables[i]->cdc && !e->tables[i]->missing) {
-            tabs[n].schema = e->tables[i]->pg->schema_name;
-            tabs[n++].name = e->tables[i]->pg->name;
-        }
-    }
+    const char **flat = NULL;
+    firn_pgo_table *tabs = preflight_tables(e, &n, &flat);
     firn_rc rc = FIRN_OK;
     bool have_slot = slot_exists(e, src->slot, err, &rc);
     firn_pgo_report rep = {0};
@@ -754,6 +776,7 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     if (rc == FIRN_OK)
         rc = firn__cdc_run(e, s, err);
     firn_free(tabs);
+    firn_free(flat);
     firn_pgo_stream_free(s);
     return fail(FIRN_FAULT_SOURCE, rc);
 }

@@ -107,26 +107,38 @@ T_TEST(publication_problems)
                       "superuser run CREATE PUBLICATION \"missing_pub\" FOR TABLE ... WITH "
                       "(publish_via_partition_root = true)");
     it_sql(c, "CREATE PUBLICATION pf_d FOR TABLE ok_t, full_t, nothing_t, nokey_t");
-    const firn_pgo_table other[] = {{"public", "other_t"}};
+    const firn_pgo_table other[] = {{.schema = "public", .name = "other_t"}};
     T_EQ_INT(preflight("s_pub", "pf_d", other, 1, NULL, &err), FIRN_ERR_CONFIG);
     T_EQ_STR(err.msg, "publication \"pf_d\" does not cover table \"public.other_t\"; run ALTER "
                       "PUBLICATION \"pf_d\" ADD TABLE \"public\".\"other_t\"");
-    const firn_pgo_table nothing[] = {{"public", "nothing_t"}};
+    const firn_pgo_table nothing[] = {{.schema = "public", .name = "nothing_t"}};
     T_EQ_INT(preflight("s_pub", "pf_d", nothing, 1, NULL, &err), FIRN_ERR_CONFIG);
     T_EQ_STR(err.msg, "table \"public.nothing_t\" has REPLICA IDENTITY NOTHING, so its updates "
                       "and deletes cannot be replicated; add a primary key or run ALTER TABLE "
                       "\"public\".\"nothing_t\" REPLICA IDENTITY FULL");
-    const firn_pgo_table nokey[] = {{"public", "nokey_t"}};
+    const firn_pgo_table nokey[] = {{.schema = "public", .name = "nokey_t"}};
     T_EQ_INT(preflight("s_pub", "pf_d", nokey, 1, NULL, &err), FIRN_ERR_CONFIG);
-    const firn_pgo_table missing[] = {{"public", "no_such"}};
+    const firn_pgo_table missing[] = {{.schema = "public", .name = "no_such"}};
     T_EQ_INT(preflight("s_pub", "pf_d", missing, 1, NULL, &err), FIRN_ERR_NOT_FOUND);
     T_EQ_STR(err.msg, "table \"public.no_such\" does not exist");
     /* A good setup passes and names the tables at TOAST risk (not FULL, with text). */
-    const firn_pgo_table good[] = {{"public", "ok_t"}, {"public", "full_t"}};
+    const firn_pgo_table good[] = {{.schema = "public", .name = "ok_t"},
+                                   {.schema = "public", .name = "full_t"}};
     firn_pgo_report rep = {0};
     T_OK_ERR(preflight("s_pub", "pf_d", good, 2, &rep, &err), &err);
     T_EQ_UINT(rep.n_toast_risk, 1);
     T_EQ_STR(rep.toast_risk[0], "public.ok_t");
+    firn_pgo_report_deinit(&rep);
+    /* Only the selected columns count: ok_t without its text column is not at risk. */
+    const char *const narrow_cols[] = {"id", "n"}, *const doc_cols[] = {"id", "doc"};
+    const firn_pgo_table narrow[] = {
+        {.schema = "public", .name = "ok_t", .columns = narrow_cols, .n_columns = 2}};
+    T_OK_ERR(preflight("s_pub", "pf_d", narrow, 1, &rep, &err), &err);
+    T_EQ_UINT(rep.n_toast_risk, 0);
+    const firn_pgo_table with_doc[] = {
+        {.schema = "public", .name = "ok_t", .columns = doc_cols, .n_columns = 2}};
+    T_OK_ERR(preflight("s_pub", "pf_d", with_doc, 1, &rep, &err), &err);
+    T_EQ_UINT(rep.n_toast_risk, 1);
     firn_pgo_report_deinit(&rep);
     /* FOR ALL TABLES covers everything, the BigLake walkthrough's setup. */
     it_sql(c, "CREATE PUBLICATION pf_all FOR ALL TABLES");

@@ -82,6 +82,79 @@ def test_check_names_tables_at_toast_risk(pg, pg_db, firn_bin, tmp_path):
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "check: ok (source)\n", "")
 
 
+def test_toast_risk_counts_selected_columns_only(pg, pg_db, firn_bin, tmp_path):
+    """The TOAST warning names a table only when a TOAST-able column is among the columns its
+    stream selects: at `firn check` and at the start of `firn sync`."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE narrow (id int PRIMARY KEY, n int, body text); "
+                     "INSERT INTO narrow VALUES (1, 1, 'x'); "
+                     "CREATE TABLE wide (id int PRIMARY KEY, n int, body text); "
+                     "INSERT INTO wide VALUES (1, 1, 'y')")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, [("narrow", {"columns": ["id", "n"]}), "wide"])
+    want = "1 table with large (TOAST) columns and REPLICA IDENTITY DEFAULT: public.wide;"
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                  "warn")
+    assert (proc.returncode, proc.stdout) == (0, "check: ok (source)\n"), proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and want in lines[0], proc.stderr
+    proc = fe.sync("--log", "info")
+    toast = [ln for ln in proc.stderr.splitlines() if "(TOAST) columns" in ln]
+    assert len(toast) == 1 and want in toast[0], proc.stderr
+    # Selecting the text column brings the table back into the warning.
+    fe.write_streams(["narrow", "wide"])
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                  "warn")
+    assert "2 tables with large (TOAST) columns and REPLICA IDENTITY DEFAULT: public.narrow, " \
+        "public.wide;" in proc.stderr, proc.stderr
+
+
+def test_column_grants_cover_the_selected_columns(pg, pg_db, firn_bin, tmp_path):
+    """A role with SELECT on some columns only (GRANT SELECT (a, b) ON t) passes the preflight
+    when the stream selects only those columns; otherwise the line names the missing ones."""
+    role = f"cols_{pg_db}"
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE g (id int PRIMARY KEY, n int, secret text); "
+                     "INSERT INTO g VALUES (1, 10, 's1'), (2, 20, 's2'); "
+                     "CREATE PUBLICATION pub_g FOR TABLE g WITH (publish_via_partition_root)")
+        conn.execute(f'CREATE ROLE "{role}" LOGIN REPLICATION')
+        conn.execute(f'GRANT SELECT (id, n) ON g TO "{role}"')
+    try:
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.write_source(pg, username=role, publication="pub_g", create_publication=False,
+                        slot=f"s_{pg_db}")
+        fe.write_destination()
+        fe.write_streams([("g", {"columns": ["id", "n"]})])
+        args = ["check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                "error"]
+        proc = fe.run(*args, timeout=60)
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+        # The sync reads only those columns: copy and stream.
+        fe.sync()
+        with pg.connect(dbname=pg_db, autocommit=True) as conn:
+            conn.execute("INSERT INTO g VALUES (3, 30, 's3'); UPDATE g SET n = 11 WHERE id = 1")
+        fe.sync()
+        got = fe.catalog().load_table("e2e.g").scan(selected_fields=("id", "n")).to_arrow()
+        assert sorted((r["id"], r["n"]) for r in got.to_pylist()) == [(1, 11), (2, 20), (3, 30)]
+        fe.write_streams(["g"])
+        proc = fe.run(*args, timeout=60)
+        assert proc.returncode == 3, proc.stderr
+        assert proc.stderr.strip() == (
+            f'firn: permission denied for column "secret" of table "public.g" (the role may '
+            f'read only some columns); run GRANT SELECT ("secret") ON "public"."g" TO '
+            f'"{role}", or leave it out with the stream\'s "columns"'), proc.stderr
+        with pg.connect(dbname=pg_db, autocommit=True) as conn:
+            conn.execute(f'REVOKE SELECT (id, n) ON g FROM "{role}"')
+        proc = fe.run(*args, timeout=60)
+        assert proc.returncode == 3, proc.stderr
+        assert proc.stderr.strip() == (
+            f'firn: permission denied for table "public.g"; run GRANT SELECT ON "public"."g" '
+            f'TO "{role}"'), proc.stderr
+    finally:
+        with pg.connect(dbname=pg_db, autocommit=True) as conn:
+            conn.execute(f'DROP OWNED BY "{role}"; DROP ROLE "{role}"')
+
+
 def test_status_before_and_after_sync(pg, pg_db, firn_bin, tmp_path):
     with pg.connect(dbname=pg_db) as conn:
         conn.execute(SCHEMA)

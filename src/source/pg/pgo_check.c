@@ -185,24 +185,58 @@ static firn_rc check_publications(chk *c, bool *out_upd_del, bool *out_missing)
     return FIRN_OK;
 }
 
+/* Appends " AND a.attname = ANY (ARRAY['a','b']::name[])" for a table's selected columns. */
+static firn_rc q_columns(chk *c, const firn_pgo_table *t)
+{
+    if (t->n_columns == 0)
+        return FIRN_OK;
+    FIRN_TRY(firn_buf_append_cstr(&c->q, " AND a.attname = ANY (ARRAY["));
+    for (size_t i = 0; i < t->n_columns; i++) {
+        if (i)
+            FIRN_TRY(firn_buf_append_cstr(&c->q, ","));
+        FIRN_TRY(q_lit(c, t->columns[i]));
+    }
+    return firn_buf_append_cstr(&c->q, "]::name[])");
+}
+
 /* Reads one table: relkind, replica identity, SELECT privilege, primary key, TOAST-able
- * columns, and whether a publication covers it (itself, a partition or an ancestor). */
+ * columns (of the selected ones), and whether a publication covers it (itself, a partition or
+ * an ancestor). */
 static firn_rc read_table(chk *c, const firn_pgo_table *t)
 {
     FIRN_TRY(q_start(c, "SELECT c.relkind, c.relreplident, has_table_privilege(c.oid, 'SELECT'), "
                         "EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND "
                         "i.indisprimary), EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid "
                         "= c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attlen = -1 AND "
-                        "a.attstorage IN ('x', 'e')), EXISTS (SELECT 1 FROM "
-                        "pg_publication_tables p JOIN pg_namespace pn ON pn.nspname = "
-                        "p.schemaname JOIN pg_class pc ON pc.relnamespace = pn.oid AND "
-                        "pc.relname = p.tablename WHERE p.pubname = ANY ("));
+                        "a.attstorage IN ('x', 'e')"));
+    FIRN_TRY(q_columns(c, t));
+    FIRN_TRY(firn_buf_append_cstr(&c->q, "), EXISTS (SELECT 1 FROM "
+                                         "pg_publication_tables p JOIN pg_namespace pn ON "
+                                         "pn.nspname = p.schemaname JOIN pg_class pc ON "
+                                         "pc.relnamespace = pn.oid AND pc.relname = p.tablename "
+                                         "WHERE p.pubname = ANY ("));
     FIRN_TRY(q_pubs(c));
     FIRN_TRY(firn_buf_append_cstr(
         &c->q, ") AND (pc.oid = c.oid OR pc.oid IN (SELECT relid FROM pg_partition_tree(c.oid)) "
-               "OR pc.oid IN (SELECT pg_partition_ancestors(c.oid))))"
-               " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-               "WHERE n.nspname = "));
+               "OR pc.oid IN (SELECT pg_partition_ancestors(c.oid))))"));
+    /* Column grants (GRANT SELECT (a, b) ON t): the selected columns the role cannot read, and
+     * whether it can read any of them. */
+    static const char COLS[] = " FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND "
+                               "NOT a.attisdropped AND a.attgenerated = ''";
+    FIRN_TRY(firn_buf_appendf(&c->q,
+                              ", (SELECT string_agg('\"' || replace(a.attname, '\"', '\"\"') || "
+                              "'\"', ', ' ORDER BY a.attnum)%s",
+                              COLS));
+    FIRN_TRY(q_columns(c, t));
+    FIRN_TRY(firn_buf_appendf(&c->q,
+                              " AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT')), "
+                              "EXISTS (SELECT 1%s",
+                              COLS));
+    FIRN_TRY(q_columns(c, t));
+    FIRN_TRY(firn_buf_append_cstr(&c->q,
+                                  " AND has_column_privilege(c.oid, a.attnum, 'SELECT'))"
+                                  " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                  "WHERE n.nspname = "));
     FIRN_TRY(q_lit(c, t->schema));
     FIRN_TRY(firn_buf_append_cstr(&c->q, " AND c.relname = "));
     FIRN_TRY(q_lit(c, t->name));
@@ -227,10 +261,22 @@ static firn_rc check_table(chk *c,
     const char kind = PQgetvalue(c->res, 0, 0)[0];
     const char ident = PQgetvalue(c->res, 0, 1)[0];
     qname qt, qr;
-    if (!val_true(c->res, 0, 2))
+    /* SELECT on the table, or on each selected column (GRANT SELECT (a, b) ON t). */
+    const bool denied = !val_true(c->res, 0, 2) && !PQgetisnull(c->res, 0, 6);
+    if (denied && !val_true(c->res, 0, 7))
         return firn_err_set(c->err, FIRN_ERR_PERMISSION,
                             "permission denied for table \"%s.%s\"; run GRANT SELECT ON %s TO %s",
                             t->schema, t->name, qtable(&qt, t), qident(&qr, PQuser(c->s->conn)));
+    if (denied) {
+        const char *cols = PQgetvalue(c->res, 0, 6);
+        const bool one = strchr(cols, ',') == NULL;
+        return firn_err_set(c->err, FIRN_ERR_PERMISSION,
+                            "permission denied for column%s %s of table \"%s.%s\" (the role may "
+                            "read only some columns); run GRANT SELECT (%s) ON %s TO %s, or leave "
+                            "%s out with the stream's \"columns\"",
+                            one ? "" : "s", cols, t->schema, t->name, cols, qtable(&qt, t),
+                            qident(&qr, PQuser(c->s->conn)), one ? "it" : "them");
+    }
     *out_covered = pub_missing || val_true(c->res, 0, 5);
     const bool has_pk = val_true(c->res, 0, 3);
     if (kind != 'p' && upd_del && (ident == 'n' || (ident == 'd' && !has_pk)))
