@@ -234,6 +234,8 @@ static firn_rc count_where(PGconn *pq,
     firn_buf_init(&sql, 1 << 20);
     firn_rc rc =
         firn_buf_appendf(&sql, "SELECT count(*) FROM %s WHERE %s %s", t->pg->qualified, expr, cond);
+    if (rc == FIRN_OK && t->pg->filter) /* the rows the run copies: docs/configuration.md */
+        rc = firn_buf_appendf(&sql, " AND (%s)", t->pg->filter);
     if (rc == FIRN_OK)
         rc = query_row(pq, (const char *)sql.data, t, outs, caps, nulls, 1, err);
     firn_buf_deinit(&sql);
@@ -241,7 +243,9 @@ static firn_rc count_where(PGconn *pq,
     return rc;
 }
 
-/* The largest cursor value now, its type and how many rows hold it. */
+/* The largest cursor value now among the rows the run copies (the stream's filter applies: a
+ * row it leaves out must not move the cursor past rows it copies), its type and how many of
+ * those rows hold it. */
 static firn_rc
 read_max(PGconn *pq, const firn__table *t, const char *expr, incr_max *m, firn_err *err)
 {
@@ -249,12 +253,15 @@ read_max(PGconn *pq, const firn__table *t, const char *expr, incr_max *m, firn_e
     char *outs[3] = {m->value, m->type, count};
     size_t caps[3] = {sizeof(m->value), sizeof(m->type), sizeof(count)};
     bool nulls[3];
+    const char *f = t->pg->filter;
     firn_buf sql;
     firn_buf_init(&sql, 1 << 20);
-    firn_rc rc = firn_buf_appendf(&sql,
-                                  "SELECT m::text, pg_typeof(m)::text, (SELECT count(*) FROM %s "
-                                  "WHERE %s = s.m) FROM (SELECT max(%s) AS m FROM %s) s",
-                                  t->pg->qualified, expr, expr, t->pg->qualified);
+    firn_rc rc =
+        firn_buf_appendf(&sql,
+                         "SELECT m::text, pg_typeof(m)::text, (SELECT count(*) FROM %s "
+                         "WHERE %s = s.m%s%s%s) FROM (SELECT max(%s) AS m FROM %s%s%s%s) s",
+                         t->pg->qualified, expr, f ? " AND (" : "", f ? f : "", f ? ")" : "", expr,
+                         t->pg->qualified, f ? " WHERE (" : "", f ? f : "", f ? ")" : "");
     if (rc == FIRN_OK)
         rc = query_row(pq, (const char *)sql.data, t, outs, caps, nulls, 3, err);
     firn_buf_deinit(&sql);
