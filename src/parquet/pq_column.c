@@ -32,21 +32,17 @@ static size_t kind_width(const pq_leaf *l)
     return 0;
 }
 
-static void dict_init(pq_dict *d, bool inline_keys)
+static void dict_init(pq_dict *d)
 {
     memset(d, 0, sizeof(*d));
     d->mask = DICT_INIT_SLOT - 1;
-    if (inline_keys)
-        d->kslots = firn_calloc(DICT_INIT_SLOT, sizeof(pq_kslot));
-    else
-        d->slots = firn_calloc(DICT_INIT_SLOT, sizeof(uint32_t));
+    d->slots = firn_calloc(DICT_INIT_SLOT, sizeof(uint32_t));
     firn_buf_init(&d->plain, BUF_MAX);
 }
 
 static void dict_deinit(pq_dict *d)
 {
     firn_free(d->slots);
-    firn_free(d->kslots);
     firn_free(d->offs);
     firn_free(d->lens);
     firn_free(d->hashes);
@@ -55,10 +51,7 @@ static void dict_deinit(pq_dict *d)
 
 static void dict_reset(pq_dict *d)
 {
-    if (d->kslots)
-        memset(d->kslots, 0, (d->mask + 1) * sizeof(pq_kslot));
-    else
-        memset(d->slots, 0, (d->mask + 1) * sizeof(uint32_t));
+    memset(d->slots, 0, (d->mask + 1) * sizeof(uint32_t));
     d->n = 0;
     firn_buf_reset(&d->plain);
 }
@@ -71,9 +64,7 @@ void firn__pq_colw_init(pq_colw *cw, const pq_leaf *leaf, const firn_pq_options 
     cw->value_width = kind_width(leaf);
     firn_buf_init(&cw->plain, PQ_PAGE_MAX);
     firn_buf_init(&cw->pages, BUF_MAX);
-    dict_init(&cw->dict, leaf->kind == PQK_I32 || leaf->kind == PQK_I32_I64 ||
-                             leaf->kind == PQK_I64 || leaf->kind == PQK_FLOAT ||
-                             leaf->kind == PQK_DOUBLE);
+    dict_init(&cw->dict);
     cw->dict_on = leaf->kind != PQK_BOOL;
     firn__pq_stat_init(&cw->stat);
     firn__pq_stat_init(&cw->file_stat);
@@ -156,31 +147,9 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
     return hash64(h);
 }
 
-/* Doubles a table of kslots: each value is rehashed from its slot. */
-static void kslots_grow(pq_dict *d)
-{
-    size_t cap = (d->mask + 1) * 2;
-    pq_kslot *ks = firn_calloc(cap, sizeof(pq_kslot));
-    for (size_t i = 0; i <= d->mask; i++) {
-        if (!d->kslots[i].e)
-            continue;
-        size_t pos = hash64(d->kslots[i].k) & (cap - 1);
-        while (ks[pos].e)
-            pos = (pos + 1) & (cap - 1);
-        ks[pos] = d->kslots[i];
-    }
-    firn_free(d->kslots);
-    d->kslots = ks;
-    d->mask = cap - 1;
-}
-
 /* Doubles the slot table; rehash reads each entry back through key_hash. */
 static void dict_grow(pq_dict *d, size_t width)
 {
-    if (d->kslots) {
-        kslots_grow(d);
-        return;
-    }
     size_t cap = (d->mask + 1) * 2;
     uint32_t *slots = firn_calloc(cap, sizeof(uint32_t));
     for (uint32_t e = 0; e < d->n; e++) {
@@ -243,15 +212,21 @@ static bool dict_full(const pq_colw *cw)
                     continue;                                                                      \
                 }                                                                                  \
                 size_t pos = hash64(k) & d->mask;                                                  \
-                pq_kslot *ks = d->kslots;                                                          \
                 uint32_t e;                                                                        \
-                while ((e = ks[pos].e) != 0 && ks[pos].k != (uint64_t)k)                           \
+                for (;;) {                                                                         \
+                    e = d->slots[pos];                                                             \
+                    if (!e)                                                                        \
+                        break;                                                                     \
+                    KEY ek;                                                                        \
+                    memcpy(&ek, d->plain.data + (size_t)(e - 1) * sizeof(KEY), sizeof(KEY));       \
+                    if (ek == k)                                                                   \
+                        break;                                                                     \
                     pos = (pos + 1) & d->mask;                                                     \
+                }                                                                                  \
                 if (!e) {                                                                          \
                     FIRN_TRY(firn_buf_append(&d->plain, &v, sizeof(v)));                           \
                     e = ++d->n;                                                                    \
-                    ks[pos].k = (uint64_t)k;                                                       \
-                    ks[pos].e = e;                                                                 \
+                    d->slots[pos] = e;                                                             \
                     if ((size_t)d->n * 2 > d->mask)                                                \
                         dict_grow(d, sizeof(KEY));                                                 \
                     if ((ST)v < lo)                                                                \

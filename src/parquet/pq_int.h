@@ -187,17 +187,8 @@ void firn__pq_bounds(const pq_stat *s, const pq_leaf *leaf, firn_pq_field_metric
 int firn__pq_cmp_signed_be(const uint8_t *a, const uint8_t *b, size_t len);
 
 /* ---- Column chunk writer ----------------------------------------------------------------- */
-/* A dictionary slot of a fixed 4- or 8-byte kind: the value's bits next to its entry, so a
- * probe that finds the value reads one cache line (not the slot, then the entry). */
-typedef struct pq_kslot {
-    uint64_t k;
-    uint32_t e; /* entry index + 1, 0 = empty */
-    uint32_t unused;
-} pq_kslot;
-
 typedef struct pq_dict {
-    uint32_t *slots;  /* entry index + 1, 0 = empty; NULL when kslots is used */
-    pq_kslot *kslots; /* fixed 4/8-byte kinds (ints, floats): instead of slots */
+    uint32_t *slots; /* entry index + 1, 0 = empty */
     size_t mask;
     uint32_t n;
     firn_buf plain;   /* PLAIN encoding of the entries (the dictionary page body) */
