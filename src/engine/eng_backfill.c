@@ -682,6 +682,8 @@ static firn_rc plan_copy(bf_ctx *c, firn_pg_plan **plan, firn_err *err)
         else if (t->upsert && t->index) {
             t->index_synced = false; /* takes the copy's keys from here on */
             FIRN_TRY(firn__pkindex_bulk(t->index, true, err));
+            if (t->pg && t->pg->estimated_rows > 0) /* pg_class.reltuples: -1 never analyzed */
+                firn__pkindex_reserve(t->index, (uint64_t)t->pg->estimated_rows);
         }
     }
     return FIRN_OK;

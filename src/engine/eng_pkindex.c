@@ -840,6 +840,20 @@ firn_rc firn__pkindex_remove(
 
 /* ---- bulk mode and figures ----------------------------------------------------------------- */
 
+void firn__pkindex_reserve(firn__pkindex *idx, uint64_t keys)
+{
+    if (idx->mt_used != 0)
+        return; /* grown the usual way: the table holds entries */
+    unsigned shift = idx->mt_shift;
+    while (shift > 0 && (idx->mt_cap_max >> shift) * MT_LOAD_4 / 4 < keys)
+        shift--;
+    if (shift == idx->mt_shift)
+        return;
+    firn_free(idx->mt);
+    idx->mt_shift = shift;
+    mt_alloc(idx);
+}
+
 firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err)
 {
     firn__pkindex_touch(idx);

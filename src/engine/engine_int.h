@@ -129,6 +129,11 @@ FIRN_MUST_CHECK firn_rc firn__pkindex_put(
 FIRN_MUST_CHECK firn_rc firn__pkindex_remove(
     firn__pkindex *idx, const uint8_t *key, size_t len, bool *out_removed, firn_err *err);
 
+/** Sizes the empty memtable for about `keys` new keys (within its share of the memory limit) at
+ * once, so that a large copy does not grow it by doubling: each growth touches a fresh table
+ * (page faults) and places every entry again. No effect on a memtable holding entries or for a
+ * few keys. */
+void firn__pkindex_reserve(firn__pkindex *idx, uint64_t keys);
 /** Bulk mode (backfill, rebuild): while on, runs are not merged as they are written; turning it
  * off merges them all into one (an external sort). FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err);

@@ -246,6 +246,52 @@ T_TEST(model_bulk_then_updates)
     run_model(&mr, 3);
 }
 
+/* A memtable reserved for a copy's estimated keys is allocated once at that size (bounded by
+ * its share of the budget), not for a few keys, not once it holds entries; keys set afterwards
+ * are found as usual. */
+T_TEST(reserve_sizes_memtable_once)
+{
+    char *dir = temp_dir();
+    firn__pkindex_opts o = {dir, 16 << 20, NULL};
+    firn__pkindex *idx = firn__pkindex_new_opts(&o);
+    firn_err err = {0};
+    firn__pkindex_add_file(idx, "f");
+    firn__pkindex_stats st;
+    firn__pkindex_stats_get(idx, &st);
+    size_t small = st.memtable_bytes;
+    firn__pkindex_reserve(idx, 10); /* fits already */
+    firn__pkindex_stats_get(idx, &st);
+    T_EQ_UINT(st.memtable_bytes, small);
+    firn__pkindex_reserve(idx, 100000);
+    firn__pkindex_stats_get(idx, &st);
+    size_t sized = st.memtable_bytes;
+    T_TRUE(sized >= (size_t)100000 * 4 / 3 * 20);       /* 20-byte slots at 3/4 load */
+    T_TRUE(sized + st.cache_bytes <= (size_t)16 << 20); /* within the budget */
+    firn__pkindex_reserve(idx, 1000000000);             /* capped at the budget's share */
+    firn__pkindex_stats_get(idx, &st);
+    T_TRUE(st.memtable_bytes >= sized && st.memtable_bytes + st.cache_bytes <= (size_t)16 << 20);
+    size_t capped = st.memtable_bytes;
+    for (uint32_t i = 0; i < 100000; i++) {
+        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
+        T_OK_ERR(firn__pkindex_set(idx, k, (firn__pkloc){0, i}, false, &err), &err);
+    }
+    firn__pkindex_reserve(idx, 5); /* holds entries: unchanged */
+    firn__pkindex_stats_get(idx, &st);
+    T_EQ_UINT(st.memtable_bytes, capped);
+    T_EQ_UINT(st.flushes, 0);
+    for (uint32_t i = 0; i < 100000; i += 997) {
+        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
+        firn__pkloc got;
+        bool found;
+        T_OK_ERR(firn__pkindex_lookup(idx, &k, 1, &got, &found, &err), &err);
+        T_TRUE(found);
+        T_EQ_UINT(got.pos, i);
+    }
+    T_EQ_UINT(firn__pkindex_count(idx), 100000);
+    firn__pkindex_free(idx);
+    remove_dir(dir);
+}
+
 /* Many keys with the same h and different c (forced collisions of the 64-bit hash). */
 T_TEST(same_hash_different_check)
 {
@@ -314,5 +360,6 @@ T_MAIN(T_CASE(siphash128_reference_vectors),
        T_CASE(model_int_keys_small_budget),
        T_CASE(model_string_keys_small_budget),
        T_CASE(model_bulk_then_updates),
+       T_CASE(reserve_sizes_memtable_once),
        T_CASE(same_hash_different_check),
        T_CASE(temporary_folder_removed))
