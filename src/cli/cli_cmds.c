@@ -3,6 +3,7 @@
  * configuration and call the engine, whose result becomes the exit code. */
 #include "cli_int.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,11 @@ static int engine_failure(firn_rc rc, const firn_err *err)
                                      : (rc == FIRN_ERR_CANCELLED ? CLI_EXIT_OK : CLI_EXIT_RUNTIME);
     }
     firn__cli_error("%s", err->msg[0] ? err->msg : firn_rc_message(rc));
+    /* A local disk that is full or read-only (the warehouse, a spill or index folder) is never
+     * the source's fault, wherever the engine met it: a backfill worker or a CDC flush writing
+     * a data file reports it as part of the source phase. */
+    if (err->sys_errno == ENOSPC || err->sys_errno == EDQUOT || err->sys_errno == EROFS)
+        return CLI_EXIT_DESTINATION;
     /* Where the engine failed decides; FIRN_ERR_CONFIG alone would send source setup errors
      * (wal_level, replica identity) to 2 instead of 3. */
     switch (firn_engine_last_fault()) {

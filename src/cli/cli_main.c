@@ -144,7 +144,8 @@ void firn__cli_print_exit_codes(FILE *out)
                  "       publication, wal_level not logical, missing privileges; a stream\n"
                  "       stopped at a schema change its table cannot take (the others go on)\n"
                  "  4    destination error: catalog unreachable or refusing, catalog path or\n"
-                 "       warehouse not writable, storage credentials\n"
+                 "       warehouse not writable, storage credentials, a full or read-only\n"
+                 "       local disk\n"
                  "  130  interrupted by SIGINT (after a clean stop; SIGTERM exits 0)\n");
 }
 
