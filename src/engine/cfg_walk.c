@@ -22,13 +22,16 @@ firn_rc firn__cfg_fail(cfg_ctx *ctx, firn_err *err, const char *fmt, ...)
 
 void firn__cfg_warn(cfg_ctx *ctx, const char *fmt, ...)
 {
-    char msg[FIRN_ERR_MSG_MAX];
-    char line[FIRN_ERR_MSG_MAX + 128];
+    char line[FIRN_ERR_MSG_MAX + 128]; /* one buffer: stack buffers stay about 1 KiB */
+    int n = snprintf(line, sizeof(line), "%s: ", ctx->file);
+    if (n < 0)
+        n = 0;
+    else if ((size_t)n >= sizeof(line))
+        n = (int)sizeof(line) - 1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);
-    snprintf(line, sizeof(line), "%s: %s", ctx->file, msg);
     if (ctx->cfg)
         firn_strlist_push(&ctx->cfg->warnings, line);
 }

@@ -461,6 +461,16 @@ firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err
 
 /* ---- status ------------------------------------------------------------------------------- */
 
+/* A stream the last run's stats show stopped: its lag column says so and where. */
+static void stopped_lag(const firn_config *cfg, const char *stream, char *lag, size_t cap)
+{
+    char at[32];
+    bool missing = false;
+    if (firn__stats_stopped(cfg->state_path, stream, at, sizeof(at), &missing))
+        snprintf(lag, cap, "stopped %s (%s)",
+                 missing ? "(source table missing)" : "at a schema change", at);
+}
+
 firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
 {
     entry_fault = FIRN_FAULT_NONE;
@@ -511,9 +521,7 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
             else
                 snprintf(lag, sizeof(lag), "%llds since commit", (long long)age_s);
         }
-        char at[32];
-        if (firn__stats_stopped(cfg->state_path, src, at, sizeof(at)))
-            snprintf(lag, sizeof(lag), "stopped at a schema change (%s)", at);
+        stopped_lag(cfg, src, lag, sizeof(lag));
         fprintf(out, "%-32s %-32s %-17s %-9s %-18s %-20s %s\n", src, dst,
                 firn_sync_mode_name(s->sync_mode), st && st->backfill_done ? "done" : "pending",
                 lsn, when, lag);

@@ -86,6 +86,8 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
     /* stopped at a schema change the table cannot take: the slot keeps the changes from here */
     if (t->halted)
         json_object_set_new(o, "stopped_at_schema_change", lsn_json(t->halt_lsn ? t->halt_lsn : 1));
+    if (t->missing) /* stopped because the source has no table of the stream's name */
+        json_object_set_new(o, "source_table_missing", json_true());
     const firn_stream_state *st =
         firn_state_stream(&e->state, t->stream->namespace, t->stream->name, false);
     json_object_set_new(o, "last_commit_at", time_json(st ? st->last_commit_us : 0));
@@ -142,8 +144,10 @@ static bool stats_path(const firn__engine *e, char *out, size_t cap)
     return path_for(e->cfg->state_path, out, cap);
 }
 
-bool firn__stats_stopped(const char *state_path, const char *stream, char *lsn, size_t cap)
+bool firn__stats_stopped(
+    const char *state_path, const char *stream, char *lsn, size_t cap, bool *out_missing)
 {
+    *out_missing = false;
     char path[4200];
     if (!path_for(state_path, path, sizeof(path)))
         return false;
@@ -156,6 +160,7 @@ bool firn__stats_stopped(const char *state_path, const char *stream, char *lsn, 
         const char *at = json_string_value(json_object_get(s, "stopped_at_schema_change"));
         if (name && at && strcmp(name, stream) == 0) {
             snprintf(lsn, cap, "%s", at);
+            *out_missing = json_is_true(json_object_get(s, "source_table_missing"));
             found = true;
         }
     }

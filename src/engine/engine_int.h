@@ -983,8 +983,10 @@ FIRN_MUST_CHECK firn_rc firn__engine_open_destination(const firn_destination_con
  * against itself; reads table counters under each table's lock. */
 void firn__stats_write(firn__engine *e, const char *phase, bool force);
 /** True when the stats file next to state_path (NULL: none) shows stream "namespace.name"
- * stopped at a schema change its table cannot take; lsn (cap bytes) gets the position. */
-bool firn__stats_stopped(const char *state_path, const char *stream, char *lsn, size_t cap);
+ * stopped at a schema change its table cannot take, or because its source table is missing
+ * (*out_missing); lsn (cap bytes) gets the position. */
+bool firn__stats_stopped(
+    const char *state_path, const char *stream, char *lsn, size_t cap, bool *out_missing);
 /** Saves the engine's state copy to the state file (no-op without a state path). */
 FIRN_MUST_CHECK firn_rc firn__engine_save_state(firn__engine *e, firn_err *err);
 /** Records table progress in the state copy. */

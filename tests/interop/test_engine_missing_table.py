@@ -85,6 +85,13 @@ def test_renamed_and_dropped_tables_stop_only_their_streams(pg, pg_db, firn_bin,
             conn.execute(f"INSERT INTO o VALUES ({10 + attempt}, 'between'); "
                          f"INSERT INTO r2 VALUES ({10 + attempt}, 'between')")
 
+        assert stream_stats(fe, f"{NS}.d").get("source_table_missing") is True
+        status = fe.run("status", "--streams", str(fe.streams), "--state", str(fe.state),
+                        "--destination", str(fe.destination)).stdout
+        rows = {ln.split()[0]: ln for ln in status.splitlines()[1:]}
+        assert "stopped (source table missing)" in rows["public.r"], status
+        assert "stopped" not in rows["public.o"], status
+
         # check names both tables in one line; they were synced: a source error (3).
         proc = check(fe)
         assert proc.returncode == 3, proc.stderr
