@@ -122,19 +122,35 @@ static void align_ids(firn_field *dst, const firn_field *src)
     }
 }
 
+static const struct {
+    const char *name;
+    firn_type type;
+    firn_meta_kind kind;
+} meta[] = {
+    {"_firn_op", FIRN_TYPE_STRING, FIRN_META_OP},
+    {"_firn_lsn", FIRN_TYPE_LONG, FIRN_META_LSN},
+    {"_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_COMMIT_TS},
+    {"_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_INGEST_TS},
+};
+
+/* A source column named like a metadata column would take its place in the table, and the
+ * change log (append mode) or the tombstones (soft_delete) would lose what firn writes there. */
+static firn_rc check_meta_names(const firn__table *t, firn_err *err)
+{
+    for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++) {
+        if (child_named(t->schema, meta[i].name))
+            return firn_err_set(err, FIRN_ERR_CONFIG,
+                                "source table %s has a column \"%s\", the name of a firn "
+                                "metadata column; rename it, leave it out with \"columns\", or "
+                                "set \"metadata_columns\": false in the destination",
+                                t->pg->qualified, meta[i].name);
+    }
+    return FIRN_OK;
+}
+
 /* Adds the _firn_ metadata columns to the source schema (ids after the source's). */
 static void add_meta_fields(firn_field *root, int32_t *next_id)
 {
-    static const struct {
-        const char *name;
-        firn_type type;
-        firn_meta_kind kind;
-    } meta[] = {
-        {"_firn_op", FIRN_TYPE_STRING, FIRN_META_OP},
-        {"_firn_lsn", FIRN_TYPE_LONG, FIRN_META_LSN},
-        {"_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_COMMIT_TS},
-        {"_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_INGEST_TS},
-    };
     for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++) {
         if (child_named(root, meta[i].name))
             continue;
@@ -672,8 +688,10 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
     pthread_mutex_init(&t->mu, NULL);
     int32_t next_id = t->pg->last_field_id;
     t->schema = t->pg->schema;
-    if (t->eng->cfg->destination.metadata_columns)
+    if (t->eng->cfg->destination.metadata_columns) {
+        FIRN_TRY(check_meta_names(t, err));
         add_meta_fields(t->schema, &next_id);
+    }
     t->n_key = t->pg->n_key < 32 ? t->pg->n_key : 32;
     for (size_t i = 0; i < t->n_key; i++)
         t->key_cols[i] = (uint32_t)t->pg->key_columns[i];

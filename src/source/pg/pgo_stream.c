@@ -177,7 +177,16 @@ firn_rc firn_pgo_stream_create_slot(firn_pgo_stream *s,
     PGresult *res = PQexec(s->conn, (const char *)q.data);
     firn_buf_deinit(&q);
     if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQnfields(res) < 3) {
-        rc = firn__pgo_result_error(res, s->conn, "create replication slot", err);
+        const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        if (state && strcmp(state, "53400") == 0) /* configuration_limit_exceeded */
+            rc = firn_err_set(err, FIRN_ERR_SOURCE,
+                              "could not create replication slot \"%s\": all "
+                              "max_replication_slots are in use; drop an unused slot listed in "
+                              "pg_replication_slots (pg_drop_replication_slot) or raise "
+                              "max_replication_slots",
+                              s->cfg.slot_name);
+        else
+            rc = firn__pgo_result_error(res, s->conn, "create replication slot", err);
         PQclear(res);
         return rc;
     }
