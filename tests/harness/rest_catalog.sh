@@ -102,6 +102,7 @@ cmd_start() {
     [[ -f $JAR ]] || die "cannot find the REST catalog jar at $JAR (run scripts/setup.sh)"
     [[ -e $dir ]] && die "$dir already exists"
     mkdir -p "$dir/warehouse"
+    dir=$(cd "$dir" && pwd) # the warehouse location must be absolute (file://DIR/warehouse)
     : >"$dir/$MARKER"
     WAREHOUSE=${FIRN_REST_WAREHOUSE:-file://$dir/warehouse}
     if [[ $WAREHOUSE == s3://* && -z ${FIRN_REST_S3_ENDPOINT:-} ]]; then

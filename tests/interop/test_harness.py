@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+from pathlib import Path
 from decimal import Decimal
 
 import psycopg
@@ -76,3 +79,25 @@ def test_reader_stack(tmp_path, duck):
     assert catalog.load_table("ns.t").scan().to_arrow().sort_by("id").equals(data)
     got = duck.execute(f"SELECT id, s FROM iceberg_scan('{table.metadata_location}') ORDER BY id")
     assert got.fetchall() == [(1, "a"), (2, "é"), (3, None)]
+
+
+def test_rest_catalog_relative_handle(tmp_path):
+    """`rest_catalog.sh start DIR` with a relative DIR (as README "An Iceberg REST catalog"
+    shows) exports an absolute file:// warehouse: a relative one is no location a writer or
+    reader can use."""
+    jar = Path(os.environ.get("FIRN_CACHE", Path.home() / ".cache" / "firn")) / "jars"
+    if not list(jar.glob("iceberg-open-api-*.jar")):
+        pytest.skip("the REST catalog jar is not installed (scripts/setup.sh)")
+    script = Path(__file__).resolve().parents[2] / "tests" / "harness" / "rest_catalog.sh"
+    proc = subprocess.run(["bash", str(script), "start", "rest"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        exports = dict(line[len("export "):].split("=", 1)
+                       for line in proc.stdout.splitlines() if line.startswith("export "))
+        assert exports["FIRN_TEST_REST_WAREHOUSE"] == f"file://{tmp_path}/rest/warehouse"
+        assert exports["FIRN_TEST_REST_DB"] == f"{tmp_path}/rest/catalog.db"
+    finally:
+        subprocess.run(["bash", str(script), "stop", "rest"], cwd=tmp_path, capture_output=True,
+                       timeout=60)
+    assert not (tmp_path / "rest").exists()
