@@ -36,10 +36,14 @@ typedef struct firn_pq_options {
     size_t page_bytes;     /* data page target, default 1 MiB */
     size_t page_rows;      /* most level entries (rows for flat columns) per page, 20000 */
     size_t dict_bytes;     /* dictionary size after which a chunk falls back to PLAIN, 2 MiB */
-    size_t row_group_bytes; /* row group target, default 128 MiB */
-    size_t file_bytes;      /* roller only: file size at which a new file starts, 512 MiB */
-    const firn_pq_kv *kv;   /* footer key_value_metadata (e.g. "iceberg.schema"), borrowed */
-    size_t n_kv;            /* entries in kv */
+    size_t row_group_bytes;       /* row group target, default 128 MiB */
+    size_t row_group_value_bytes; /* also ends a row group once its rows held this many bytes in
+                                   * the batches written (firn_batch_bytes): what a reader
+                                   * decodes at once, however well they compress; 0 = no limit
+                                   * (the default) */
+    size_t file_bytes;            /* roller only: file size at which a new file starts, 512 MiB */
+    const firn_pq_kv *kv;         /* footer key_value_metadata (e.g. "iceberg.schema"), borrowed */
+    size_t n_kv;                  /* entries in kv */
 } firn_pq_options;
 
 /** Fills o with the defaults listed in firn_pq_options. */

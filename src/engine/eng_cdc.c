@@ -893,7 +893,11 @@ static firn_rc flush_table(cdc *c, firn__table *t, firn_err *err)
         t->part_lsn = c->txn_commit_lsn;
         t->part_changes = t->txn_changes;
     }
-    FIRN_TRY(firn__table_flush(t, c->done_commit_lsn, err));
+    t->buf_free = true;
+    firn_rc rc = firn__table_flush(t, c->done_commit_lsn, err);
+    t->buf_free = false;
+    if (rc)
+        return rc;
     t->flush_ns = started;
     t->txn_rows0 = 0;
     return FIRN_OK;

@@ -15,6 +15,7 @@
 #define COMMIT_CONFLICT_BUDGET_MS      120000 /* how long to keep retrying after conflicts */
 #define COMMIT_CONFLICT_BACKOFF_MAX_MS 500
 #define MERGE_MANIFESTS_AT             100
+#define BUFFER_KEEP_MIN                ((size_t)4 << 20) /* a flushed buffer this small is kept */
 
 static void sleep_ms(int ms)
 {
@@ -337,7 +338,7 @@ static firn__write_ctx write_ctx(firn__table *t, char *data_dir, size_t cap)
 {
     snprintf(data_dir, cap, "%s/data", t->cat.metadata->location);
     firn__write_ctx w = {t->eng->io, data_dir, t->schema, firn_table_metadata_spec(t->cat.metadata),
-                         &t->eng->pq};
+                         &t->eng->pq_buffered};
     return w;
 }
 
@@ -692,6 +693,22 @@ static firn_rc flush_append(firn__table *t, uint64_t lsn, const firn_summary *ex
     return rc;
 }
 
+/* Empties t's buffer after a flush. A reset keeps the buffer's memory for the next rows; a
+ * CDC buffer (t->buf_free) that held a sixteenth of memory_limit or more (a part of a large
+ * transaction, a burst) is freed instead, so the compaction that may follow, and the idle process
+ * after it, do not keep that memory beside their own (a 2 GB transaction's compaction peaked at 731
+ * MiB with it). */
+static void release_buffer(firn__table *t, size_t held)
+{
+    uint64_t limit = t->eng->cfg->destination.memory_limit_bytes;
+    if (!t->buf_free || held < BUFFER_KEEP_MIN || (limit && held < limit / 16)) {
+        firn_batch_reset(t->buf);
+        return;
+    }
+    firn_batch_free(t->buf);
+    t->buf = firn_batch_new(t->schema);
+}
+
 firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err)
 {
     return firn__table_flush_extra(t, lsn, NULL, err);
@@ -702,6 +719,7 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
 {
     if (firn_batch_rows(t->buf) == 0)
         return FIRN_OK;
+    const size_t held = firn_batch_bytes(t->buf);
     firn_rc rc;
     if (t->eqdel) {
         char data_dir[4096];
@@ -711,7 +729,7 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
         rc = t->upsert ? flush_upsert_dv(t, lsn, extra, err) : flush_append(t, lsn, extra, err);
     }
     if (rc == FIRN_OK) {
-        firn_batch_reset(t->buf);
+        release_buffer(t, held);
         firn__engine_note_commit(t->eng, t);
     }
     if (rc == FIRN_OK && t->upsert && !t->eqdel)

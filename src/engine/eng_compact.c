@@ -24,6 +24,9 @@
 #define TIER0_BYTES ((uint64_t)64 << 10)
 #define N_TIERS     16
 
+/* Live rows of a row group with deleted rows are copied this many at a time. */
+#define LIVE_SLICE_ROWS 8192
+
 /* One partition's files to rewrite. */
 typedef struct cgroup {
     char *key; /* spec id and partition tuple, encoded */
@@ -206,11 +209,23 @@ static firn_rc key_columns(crun *c, firn_err *err)
     return FIRN_OK;
 }
 
+/* Sizes the key list for every row of the plan's files at once (doubling it as rows came
+ * would hold up to twice their count, 16 bytes each, beside the row group being read). */
+static void reserve_keys(crun *c, const cplan *p)
+{
+    size_t rows = 0;
+    for (size_t i = 0; i < p->n_groups; i++)
+        for (size_t j = 0; j < p->groups[i].n_ords; j++)
+            rows += (size_t)c->t->files[p->groups[i].ords[j]].record_count;
+    c->cap_keys = rows ? rows : 1;
+    c->keys = firn_reallocarray(c->keys, c->cap_keys, sizeof(*c->keys));
+}
+
 static firn_rc note_keys(crun *c, firn_batch *b, firn_buf *key, firn_err *err)
 {
     size_t n = firn_batch_rows(b);
     if (c->n_keys + n > c->cap_keys) {
-        c->cap_keys = (c->n_keys + n) * 2;
+        c->cap_keys = (c->n_keys + n) * 2; /* past the rows counted by reserve_keys */
         c->keys = firn_reallocarray(c->keys, c->cap_keys, sizeof(*c->keys));
     }
     for (size_t i = 0; i < n; i++) {
@@ -221,6 +236,15 @@ static firn_rc note_keys(crun *c, firn_batch *b, firn_buf *key, firn_err *err)
         c->keys[c->n_keys++] = firn__pkindex_key(c->t->index, key->data, key->len);
     }
     return FIRN_OK;
+}
+
+/* Writes the rows of b to the stream, noting their keys. */
+static firn_rc write_rows(crun *c, firn_batch *b, firn__stream *s, firn_buf *key, firn_err *err)
+{
+    if (firn_batch_rows(b) == 0)
+        return FIRN_OK;
+    FIRN_TRY(note_keys(c, b, key, err));
+    return firn__stream_write(s, b, err);
 }
 
 /* Appends the live rows of data file ord to the stream. */
@@ -256,16 +280,17 @@ static firn_rc copy_file(crun *c, uint32_t ord, firn__stream *s, firn_err *err)
         }
         c->rows_in += n;
         c->rows_dead += n - k;
-        firn_batch *out = b;
-        if (k < n) {
+        if (k == n)
+            rc = write_rows(c, b, s, &key, err);
+        /* The live rows are copied a slice at a time: a row group can be as large as a whole
+         * part of a large transaction (its rows compress well), and a copy of it beside it
+         * doubled the compaction's memory. */
+        for (size_t at = 0; k < n && at < k && rc == FIRN_OK; at += LIVE_SLICE_ROWS) {
             firn_batch_reset(live);
-            firn_batch_append_rows(live, b, sel, k);
-            out = live;
+            firn_batch_append_rows(live, b, sel + at,
+                                   k - at < LIVE_SLICE_ROWS ? k - at : LIVE_SLICE_ROWS);
+            rc = write_rows(c, live, s, &key, err);
         }
-        if (k > 0)
-            rc = note_keys(c, out, &key, err);
-        if (rc == FIRN_OK && k > 0)
-            rc = firn__stream_write(s, out, err);
     }
     if (rc)
         firn_err_context(err, "while reading \"%s\" for compaction", f->file_path);
@@ -284,7 +309,7 @@ write_group(crun *c, const cgroup *g, firn_data_file **files, size_t *n_files, f
     firn__table *t = c->t;
     char data_dir[4096];
     snprintf(data_dir, sizeof(data_dir), "%s/data", t->cat.metadata->location);
-    firn__write_ctx w = {t->eng->io, data_dir, c->schema, NULL, &t->eng->pq};
+    firn__write_ctx w = {t->eng->io, data_dir, c->schema, NULL, &t->eng->pq_buffered};
     firn__stream *s = NULL;
     FIRN_TRY(firn__stream_open(&w, &s, err));
     firn_rc rc = FIRN_OK;
@@ -375,6 +400,7 @@ static firn_rc compact_once(firn__table *t, bool *conflict, bool *committed, fir
     firn_strlist removed = {0}, removed_dels = {0};
     int64_t t0 = firn_monotonic_ns();
     firn_rc rc = key_columns(&c, err);
+    reserve_keys(&c, &p);
     for (size_t i = 0; i < p.n_groups && rc == FIRN_OK; i++) {
         rc = write_group(&c, &p.groups[i], &files, &n_files, err);
         for (size_t j = 0; j < p.groups[i].n_ords; j++) {

@@ -131,6 +131,8 @@ static void pq_options(firn__engine *e)
         e->pq.row_group_bytes = d->row_group_bytes;
     if (d->page_bytes)
         e->pq.page_bytes = d->page_bytes;
+    e->pq_buffered = e->pq;
+    e->pq_buffered.row_group_value_bytes = e->pq.row_group_bytes;
 }
 
 firn_pg_relname *firn__selected_names(const firn_streams_config *ss, size_t *out_n)

@@ -416,6 +416,7 @@ typedef struct firn__table {
     uint64_t part_lsn;     /* commit LSN of a transaction committed in parts (0: none), and */
     uint64_t part_changes; /* how many of its changes of this table are committed */
     uint64_t txn_changes;  /* CDC: changes of this table in the transaction being read */
+    bool buf_free;         /* the flush at hand may replace buf (CDC's: no decoder holds it) */
     bool halted;           /* CDC: stopped at a schema change the table cannot take; its changes
                               are skipped and the slot is not confirmed past halt_lsn */
     uint64_t halt_lsn;
@@ -442,6 +443,9 @@ struct firn__engine {
     firn__table **tables;
     size_t n_tables;
     firn_pq_options pq;
+    firn_pq_options pq_buffered; /* pq for rows a flush or a compaction holds in memory: row
+                                    groups of at most row_group_size of values, so a reader
+                                    (compaction) never decodes much more at once */
     char *warehouse;
     int64_t start_ns;     /* monotonic start of the run (stats file) */
     int64_t start_us;     /* wall-clock start */

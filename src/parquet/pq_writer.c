@@ -32,6 +32,7 @@ struct firn_pq_writer {
     pq_codec *codec;
     firn_buf body, comp;
     uint64_t rg_rows, total_rows;
+    uint64_t rg_value_bytes; /* firn_batch_bytes of the row group's rows, about */
     pq_rg *rgs;
     size_t n_rgs, cap_rgs;
     bool closed, failed;
@@ -162,6 +163,7 @@ static firn_rc flush_row_group(firn_pq_writer *w, firn_err *err)
         g->total_compressed += g->chunks[i].compressed;
     }
     w->rg_rows = 0;
+    w->rg_value_bytes = 0;
     return FIRN_OK;
 }
 
@@ -173,8 +175,8 @@ static size_t buffered_bytes(const firn_pq_writer *w)
     return n;
 }
 
-static firn_rc
-write_slice(firn_pq_writer *w, firn_batch *b, size_t begin, size_t end, firn_err *err)
+static firn_rc write_slice(
+    firn_pq_writer *w, firn_batch *b, size_t begin, size_t end, double row_bytes, firn_err *err)
 {
     firn_column *cols[PQ_MAX_DEPTH];
     for (size_t i = 0; i < w->n_leaves; i++) {
@@ -187,7 +189,9 @@ write_slice(firn_pq_writer *w, firn_batch *b, size_t begin, size_t end, firn_err
     }
     w->rg_rows += end - begin;
     w->total_rows += end - begin;
-    if (buffered_bytes(w) >= w->opts.row_group_bytes)
+    w->rg_value_bytes += (uint64_t)(row_bytes * (double)(end - begin));
+    if (buffered_bytes(w) >= w->opts.row_group_bytes ||
+        (w->opts.row_group_value_bytes && w->rg_value_bytes >= w->opts.row_group_value_bytes))
         return flush_row_group(w, err);
     return FIRN_OK;
 }
@@ -202,9 +206,13 @@ firn_rc firn_pq_writer_write_rows(
         return firn_err_set(err, FIRN_ERR_INVALID, "row range %zu..%zu outside batch of %zu",
                             row_begin, row_end, firn_batch_rows(b));
     firn_rc rc = check_batch(w, b, err);
+    /* the batch's bytes per row, on average: slices count their share of them */
+    double row_bytes = 0;
+    if (w->opts.row_group_value_bytes && firn_batch_rows(b))
+        row_bytes = (double)firn_batch_bytes(b) / (double)firn_batch_rows(b);
     for (size_t r = row_begin; !rc && r < row_end; r += SLICE_ROWS) {
         size_t e = row_end - r > SLICE_ROWS ? r + SLICE_ROWS : row_end;
-        rc = write_slice(w, b, r, e, err);
+        rc = write_slice(w, b, r, e, row_bytes, err);
     }
     if (rc)
         w->failed = true;

@@ -563,6 +563,77 @@ T_TEST(not_parquet)
              FIRN_ERR_UNSUPPORTED);
 }
 
+/* row_group_value_bytes ends row groups by the bytes their rows held in the batches written, so
+ * rows that compress to almost nothing still come back a bounded number at a time: 40 batches of
+ * 250 rows of 1000 equal bytes (about 250 KB each, some hundred bytes compressed) with 1 MiB of
+ * values per row group. Without it the whole file is one row group. */
+static void text_row(firn_batch *b, size_t row)
+{
+    char text[1000];
+    memset(text, 'a' + (int)(row % 26), sizeof(text));
+    firn_column_append_i64(firn_batch_column(b, 0), (int64_t)row);
+    firn_column_append_bytes(firn_batch_column(b, 1), text, sizeof(text));
+    T_OK(firn_batch_end_row(b, FIRN_OP_INSERT, 0, NULL));
+}
+
+static void
+write_compressible(const firn_field *s, size_t value_bytes, firn_buf *out, firn_batch *src)
+{
+    firn_pq_options o;
+    firn_pq_options_init(&o);
+    o.row_group_value_bytes = value_bytes;
+    firn_err err = {0};
+    firn_pq_writer *w;
+    firn_buf_init(out, (size_t)1 << 30);
+    T_OK_ERR(firn_pq_writer_new(s, &o, mem_write, out, &w, &err), &err);
+    firn_batch *b = firn_batch_new(s);
+    for (size_t k = 0; k < 40; k++) {
+        firn_batch_reset(b);
+        for (size_t r = 0; r < 250; r++) {
+            text_row(b, k * 250 + r);
+            text_row(src, k * 250 + r);
+        }
+        T_OK_ERR(firn_pq_writer_write(w, b, &err), &err);
+    }
+    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+    firn_pq_writer_free(w);
+    firn_batch_free(b);
+}
+
+T_TEST(row_group_value_bytes)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "id", FIRN_TYPE_LONG, true));
+    firn_field_add(s, firn_field_new(2, "v", FIRN_TYPE_STRING, true));
+    const size_t limit = (size_t)1 << 20;
+    for (int bounded = 0; bounded < 2; bounded++) {
+        firn_buf file;
+        firn_batch *src = firn_batch_new(s);
+        write_compressible(s, bounded ? limit : 0, &file, src);
+        T_TRUE(file.len < limit / 4);
+        firn_err err = {0};
+        firn_pq_reader *r;
+        T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
+        if (!bounded) {
+            T_EQ_UINT(firn_pq_reader_row_groups(r), 1);
+        } else {
+            check_all(r, s, src);
+            firn_batch *b = firn_batch_new(s);
+            for (size_t g = 0; g < firn_pq_reader_row_groups(r); g++) {
+                T_OK_ERR(firn_pq_reader_read_row_group(r, g, b, &err), &err);
+                /* at most the limit plus the batch written when it was passed */
+                T_TRUE(firn_batch_bytes(b) < limit + limit / 3);
+            }
+            T_TRUE(firn_pq_reader_row_groups(r) >= 8);
+            firn_batch_free(b);
+        }
+        firn_pq_reader_free(r);
+        firn_batch_free(src);
+        firn_buf_deinit(&file);
+    }
+    firn_field_free(s);
+}
+
 T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(roundtrip_snappy),
        T_CASE(roundtrip_gzip),
@@ -576,4 +647,5 @@ T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(rle_hybrid_decode),
        T_CASE(byte_stream_split),
        T_CASE(corrupt_files),
-       T_CASE(not_parquet))
+       T_CASE(not_parquet),
+       T_CASE(row_group_value_bytes))
