@@ -500,7 +500,7 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
             continue;
         const firn_stream_state *st =
             firn_state_stream((firn_state *)&cfg->state, s->namespace, s->name, false);
-        char src[256], dst[256], lsn[18] = "-", when[32] = "never", lag[64] = "-";
+        char src[256], dst[256], lsn[18] = "-", when[32] = "never", lag[96] = "-";
         snprintf(src, sizeof(src), "%s.%s", s->namespace, s->name);
         /* Without the destination file the namespace pattern is unknown: no guess. */
         if (cfg->has_destination)
