@@ -683,6 +683,82 @@ static firn_rc halt_at_open(firn__table *t, firn_err *err)
     return FIRN_OK;
 }
 
+/* The names of the key columns, ", "-separated, into out. */
+static void key_names(const firn_field *root, const int32_t *ids, size_t n, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++) {
+        const char *name = "?";
+        for (size_t c = 0; c < root->n_children; c++) {
+            if (root->children[c]->id == ids[i])
+                name = root->children[c]->name;
+        }
+        int w = snprintf(out + len, cap - len, "%s\"%s\"", i ? ", " : "", name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+}
+
+/* An existing upsert table records its key as identifier fields: a stream whose key differs (a
+ * primary_key added or changed in the streams file, a new primary key at the source) would look
+ * rows up by the new key in an index and table keyed by the old one, leaving duplicates and
+ * missing deletes. */
+static firn_rc check_key_unchanged(const firn__table *t, firn_err *err)
+{
+    const firn_schema *cur = firn_table_metadata_schema(t->cat.metadata);
+    if (!t->upsert || t->eqdel || !t->eng->cfg->destination.identifier_fields ||
+        cur->n_identifier_field_ids == 0)
+        return FIRN_OK;
+    int32_t want[32];
+    for (size_t i = 0; i < t->n_key; i++)
+        want[i] = t->schema->children[t->key_cols[i]]->id;
+    bool same = cur->n_identifier_field_ids == t->n_key;
+    for (size_t i = 0; same && i < t->n_key; i++) {
+        bool found = false;
+        for (size_t j = 0; j < cur->n_identifier_field_ids; j++)
+            found |= cur->identifier_field_ids[j] == want[i];
+        same = found;
+    }
+    if (same)
+        return FIRN_OK;
+    char have_s[160], want_s[160];
+    key_names(cur->root, cur->identifier_field_ids, cur->n_identifier_field_ids, have_s,
+              sizeof(have_s));
+    key_names(t->schema, want, t->n_key, want_s, sizeof(want_s));
+    return firn_err_set(err, FIRN_ERR_CONFIG,
+                        "table \"%s\" is keyed by %s but the stream's key is %s; set "
+                        "primary_key back, or drop the table and sync again to copy it with the "
+                        "new key",
+                        t->display, have_s, want_s);
+}
+
+/* The streams file's partition is read when firn creates a table; an existing table keeps its
+ * own spec, so a partition added or changed later would otherwise be ignored without a word. */
+static void warn_spec_change(const firn__table *t)
+{
+    firn_partition_spec *want = NULL;
+    firn_err e = {0};
+    if (build_spec(t, t->schema, &want, &e))
+        return; /* the stream checks name the mistake */
+    const firn_partition_spec *have = firn_table_metadata_spec(t->cat.metadata);
+    size_t n_have = have ? have->n_fields : 0, n_want = want ? want->n_fields : 0;
+    bool same = n_have == n_want;
+    for (size_t i = 0; same && i < n_want; i++) {
+        const firn_partition_field *a = &have->fields[i], *b = &want->fields[i];
+        same = a->source_id == b->source_id && a->transform.kind == b->transform.kind &&
+               a->transform.param == b->transform.param;
+    }
+    if (!same)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\": its partition spec (%zu fields) is not the stream's \"partition\" "
+                 "(%zu fields); firn keeps the table's spec: drop the table and sync again to "
+                 "partition it as the streams file says",
+                 t->display, n_have, n_want);
+    firn_partition_spec_free(want);
+}
+
 firn_rc firn__table_open(firn__table *t, firn_err *err)
 {
     pthread_mutex_init(&t->mu, NULL);
@@ -727,6 +803,10 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         rc = halt_at_open(t, err);
     FIRN_TRY(rc);
     FIRN_TRY(align_schema(t, err));
+    if (exists) {
+        FIRN_TRY(check_key_unchanged(t, err));
+        warn_spec_change(t);
+    }
     bool backfill_done = false;
     read_progress(t, &backfill_done);
     if (t->halted) {
