@@ -86,6 +86,8 @@ void firn__pg_one_line(const char *msg, char *out, size_t out_cap)
                 break;
             out[o++] = ';';
             out[o++] = ' ';
+            while (s[1] == '\t' || s[1] == ' ') /* libpq indents continuation lines */
+                s++;
         } else if (*s == '\t' || *s == '\r') {
             out[o++] = ' ';
         } else {

@@ -372,11 +372,14 @@ static firn_rc handle_item(firn_pgo_stream *s, const firn__pgo_item *it, firn_er
 /* The copy stream ended: the server's reason, or a lost connection. */
 firn_rc firn__pgo_stream_ended(firn_pgo_stream *s, int r, firn_err *err)
 {
-    if (r == -2 || PQstatus(s->conn) == CONNECTION_BAD)
+    if (r == -2 || PQstatus(s->conn) == CONNECTION_BAD) {
+        char line[256]; /* libpq's message has several lines ("\n\tThis probably means ...") */
+        firn__pg_one_line(PQerrorMessage(s->conn), line, sizeof(line));
         return firn_err_set(err, FIRN_ERR_NETWORK,
                             "replication connection lost: %s; restart the stream (it resumes at "
                             "the last confirmed position)",
-                            PQerrorMessage(s->conn));
+                            line);
+    }
     PGresult *res = PQgetResult(s->conn);
     firn_rc rc;
     if (PQresultStatus(res) == PGRES_FATAL_ERROR)
