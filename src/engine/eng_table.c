@@ -231,6 +231,10 @@ static void table_properties(const firn__table *t, firn_props *props)
     if (firn__rename_attnums_text(t, t->schema, &attnums) == FIRN_OK && attnums.len > 0)
         firn_props_set(props, FIRN_PROP_ATTNUMS, (const char *)attnums.data);
     firn_buf_deinit(&attnums);
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    if (t->pg->oid != 0) /* a rename between runs is found by it (eng_rename.c) */
+        firn_props_set(props, FIRN_PROP_SOURCE_OID, oid);
 }
 
 /* Every file of a table goes under its location: a "." or ".." segment there (a REST catalog

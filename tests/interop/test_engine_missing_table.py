@@ -56,6 +56,8 @@ def test_renamed_and_dropped_tables_stop_only_their_streams(pg, pg_db, firn_bin,
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
         fe.setup(pg, ["r", "d", "o"], interval_s=0.2)
         fe.sync()
+        oid = conn.execute("SELECT 'r'::regclass::oid::text").fetchone()[0]
+        assert fe.catalog().load_table(f"{NS}.r").properties["firn.source-oid"] == oid
         # Between runs: changes under the old name, the rename, changes under the new name; d is
         # dropped; o changes all along.
         conn.execute("INSERT INTO r VALUES (6, 'before rename'); UPDATE r SET v = 'u' WHERE id = 1")
