@@ -470,8 +470,12 @@ static firn_rc reset_index(firn__table *t, firn_err *err)
 /* The backfill marker as a table property, for a copy without a snapshot to carry it: an empty
  * source table, or a resumed copy whose last chunks held no rows (eng_table.c read_progress
  * takes the property before any snapshot's marker). */
-static firn_rc mark_done(firn__table *t, uint64_t lsn_after, firn_err *err)
+static firn_rc mark_done_once(firn__table *t, void *ctx, firn_err *err)
 {
+    (void)ctx;
+    const char *now = firn_props_get(&t->cat.metadata->properties, FIRN_SUMMARY_BACKFILL);
+    if (now && strcmp(now, "done") == 0)
+        return FIRN_OK; /* an attempt whose reply was lost */
     firn_table_changes ch;
     firn_table_changes_init(&ch);
     firn_table_changes_require_uuid(&ch, t->cat.metadata->table_uuid);
@@ -481,11 +485,17 @@ static firn_rc mark_done(firn__table *t, uint64_t lsn_after, firn_err *err)
     if (rc == FIRN_OK) {
         firn_catalog_table_deinit(&t->cat);
         t->cat = next;
-        if (lsn_after)
-            t->committed_lsn = lsn_after;
     }
     firn_table_changes_deinit(&ch);
     return rc;
+}
+
+static firn_rc mark_done(firn__table *t, uint64_t lsn_after, firn_err *err)
+{
+    FIRN_TRY(firn__table_meta_commit(t, mark_done_once, NULL, err));
+    if (lsn_after)
+        t->committed_lsn = lsn_after;
+    return FIRN_OK;
 }
 
 /* The end of a resumed copy: what is buffered and the marker. */

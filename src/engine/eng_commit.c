@@ -206,6 +206,29 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
     }
 }
 
+firn_rc firn__table_meta_commit(firn__table *t,
+                                firn_rc (*apply)(firn__table *t, void *ctx, firn_err *err),
+                                void *ctx,
+                                firn_err *err)
+{
+    int backoff_ms = COMMIT_BACKOFF_MIN_MS;
+    for (int attempt = 1;; attempt++) {
+        firn_rc rc = apply(t, ctx, err);
+        bool retry =
+            rc == FIRN_ERR_UNKNOWN_OUTCOME || rc == FIRN_ERR_CONFLICT || firn_rc_is_transient(rc);
+        if (rc == FIRN_OK || !retry || attempt >= COMMIT_ATTEMPTS)
+            return rc;
+        FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": commit attempt %d failed (%s), retrying",
+                 t->display, attempt, err ? err->msg : firn_rc_message(rc));
+        sleep_ms(jitter_ms(backoff_ms));
+        backoff_ms =
+            backoff_ms * 2 > COMMIT_BACKOFF_MAX_MS ? COMMIT_BACKOFF_MAX_MS : backoff_ms * 2;
+        firn_err lerr = {0};
+        if (reload(t, &lerr) != FIRN_OK)
+            continue; /* apply works from the metadata it has; the next attempt reports */
+    }
+}
+
 static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_err *err);
 
 firn_rc firn__table_commit(firn__table *t,

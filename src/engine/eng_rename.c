@@ -372,8 +372,10 @@ firn_schema *firn__rename_apply(const firn__table *t, const firn_schema *cur)
     return s;
 }
 
-firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
+/* firn__rename_save_attnums's one attempt, from the metadata t holds. */
+static firn_rc save_attnums_once(firn__table *t, void *ctx, firn_err *err)
 {
+    (void)ctx;
     firn_buf text;
     firn_buf_init(&text, 1 << 16);
     const firn_table_metadata *md = t->cat.metadata;
@@ -407,6 +409,11 @@ firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
     firn_table_changes_deinit(&ch);
     firn_buf_deinit(&text);
     return rc;
+}
+
+firn_rc firn__rename_save_attnums(firn__table *t, firn_err *err)
+{
+    return firn__table_meta_commit(t, save_attnums_once, NULL, err);
 }
 
 firn_rc firn__rename_missing_line(firn__table *t, firn_err *why, firn_err *err)

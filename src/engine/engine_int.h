@@ -681,6 +681,19 @@ void firn__table_share_persist(firn__table *t, bool force);
 /** Frees t's persisted-index state. */
 void firn__table_share_free(firn__table *t);
 
+/** Runs apply(t, ctx, err) — a metadata-only change (table properties) built from
+ * t->cat.metadata and committed with firn_catalog_commit, t->cat taken from the reply — and,
+ * after a transient error (HTTP 429/5xx, a dropped connection), an unknown outcome or a
+ * conflict, reloads the table and runs it again (up to 8 attempts, backoff 50 ms to 2 s with
+ * jitter, each retry logged as a warning). apply must be idempotent against the reloaded
+ * metadata: a change that already took effect (its reply lost) is then found there and not made
+ * twice. Returns apply's last result. */
+FIRN_MUST_CHECK firn_rc firn__table_meta_commit(firn__table *t,
+                                                firn_rc (*apply)(firn__table *t,
+                                                                 void *ctx,
+                                                                 firn_err *err),
+                                                void *ctx,
+                                                firn_err *err);
 /** Commits one snapshot to t: added data files, added delete files, removed files (paths) or
  * truncate, with firn.lsn = lsn (0: keep the previous value) and extra (NULL or more keys).
  * Retries on conflicts (reload, rebuild the manifest list on the new parent; for up to two

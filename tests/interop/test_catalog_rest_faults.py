@@ -229,3 +229,38 @@ def test_commit_faults_through_proxy(firn_job, rest_catalog):
         check_summary_against_manifests(tbl, snap)
     missing = [f for f in referenced_files(tbl) if not Path(uri_to_path(f)).exists()]
     assert not missing, missing
+
+
+def test_metadata_commit_retried_after_503_and_lost_reply(firn_job, rest_catalog):
+    """A commit that only sets table properties (here the copy-done marker of an empty table,
+    which has no snapshot to carry it) is retried like a data commit: a 503, then a reply lost
+    after the server applied it; the reload finds the marker, so no third request is made and the
+    run succeeds (it used to fail with exit 4 at the first 503)."""
+    loc = rest_catalog
+    commit_re = re.compile(r"^/v1/namespaces/[^/]+/tables/t0$")
+    state = {"commits": 0}
+    plan = {1: "503", 2: "lost-reply"}
+
+    def rule(method, path):
+        if method == "POST" and commit_re.match(path):
+            state["commits"] += 1
+            return plan.get(state["commits"])
+        return None
+
+    proxy = FlakyProxy(loc.uri, rule=rule).start()
+    try:
+        ns = "meta_" + uuid.uuid4().hex[:6]
+        catalog = loc.firn_catalog(uri=proxy.url)
+        job = firn_job([{"stream_name": "t0"}],
+                       setup=["CREATE TABLE t0 (id bigint PRIMARY KEY, v text)"],
+                       catalog=catalog, catalog_loc=loc, namespace=ns)
+        job.sync()
+    finally:
+        proxy.stop()
+    posts = [s for m, p, s in proxy.log if m == "POST" and commit_re.match(p)]
+    assert posts == [503, "lost-reply"], proxy.log
+    log1 = (job.workdir / "sync-1.log").read_text()
+    assert "commit attempt 1 failed" in log1 and "commit attempt 2 failed" in log1, log1[-3000:]
+    tbl = loc.pyiceberg().load_table(job.table("t0"))
+    assert tbl.properties.get("firn.backfill") == "done", tbl.properties
+    assert tbl.scan().to_arrow().num_rows == 0
