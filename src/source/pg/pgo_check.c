@@ -111,8 +111,12 @@ static firn_rc check_slot(chk *c, bool may_be_missing)
     FIRN_TRY(q_start(c, "SELECT plugin, slot_type, database, active, active_pid, "));
     FIRN_TRY(
         firn_buf_append_cstr(&c->q, c->s->server_version >= 130000 ? "wal_status" : "'reserved'"));
-    FIRN_TRY(firn_buf_append_cstr(&c->q, ", current_database() FROM pg_replication_slots "
-                                         "WHERE slot_name = "));
+    /* column 7: a firn sync holds the slot's advisory lock (eng_sync.c lock_slot, class
+     * 0x6669726e): the consumer is firn, not another program */
+    FIRN_TRY(firn_buf_append_cstr(
+        &c->q, ", current_database(), EXISTS (SELECT 1 FROM pg_locks WHERE locktype = "
+               "'advisory' AND granted AND classid = 1718186606 AND objid = hashtext('firn slot "
+               "' || slot_name)::oid) FROM pg_replication_slots WHERE slot_name = "));
     FIRN_TRY(q_lit(c, slot));
     FIRN_TRY(run(c, "read replication slots"));
     qname lit;
@@ -144,7 +148,7 @@ static firn_rc check_slot(chk *c, bool may_be_missing)
                             "it needed was removed; drop it with SELECT "
                             "pg_drop_replication_slot(%s), create it again and backfill",
                             slot, slot_lit);
-    if (val_true(c->res, 0, 3) && c->s->cfg.slot_may_be_active) {
+    if (val_true(c->res, 0, 3) && c->s->cfg.slot_may_be_active && val_true(c->res, 0, 7)) {
         FIRN_LOG(FIRN_LOG_INFO, "pg", "replication slot \"%s\" is in use by PID %s", slot,
                  PQgetvalue(c->res, 0, 4));
         return FIRN_OK;
