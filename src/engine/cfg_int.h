@@ -110,6 +110,14 @@ extern const cfg_node firn__cfg_state_root;
  * and the key path. */
 FIRN_MUST_CHECK firn_rc
 firn__cfg_walk(cfg_ctx *ctx, const cfg_node *node, const json_t *v, void *base, firn_err *err);
+/* Longest Iceberg namespace level or table name firn writes (bytes): a folder name in a local
+ * warehouse holds at most 255 bytes. */
+#define FIRN_CFG_NAME_MAX 255
+/** Why name cannot be an Iceberg table name (dotted false) or namespace (dotted true, levels
+ * joined by dots), as the end of an error line ("is longer than 255 bytes", ...); NULL when it
+ * can. Names are checked before anything is written: the catalog refuses them later. */
+const char *firn__cfg_iceberg_name_problem(const char *name, bool dotted);
+
 /** Sets err to "<file>: <message>" (FIRN_ERR_CONFIG) and returns FIRN_ERR_CONFIG. */
 firn_rc firn__cfg_fail(cfg_ctx *ctx, firn_err *err, const char *fmt, ...) FIRN_PRINTF(3, 4);
 /** Appends ".key" (or "key" at the top) to the path; returns the previous length. */

@@ -461,6 +461,16 @@ static firn_rc check_rest(cfg_ctx *ctx, firn_destination_config *d, firn_err *er
     return FIRN_OK;
 }
 
+const char *firn__cfg_iceberg_name_problem(const char *name, bool dotted)
+{
+    size_t n = strlen(name);
+    if (n > FIRN_CFG_NAME_MAX)
+        return "is longer than 255 bytes";
+    if (dotted && (name[0] == '.' || name[n - 1] == '.' || strstr(name, "..")))
+        return "is no Iceberg namespace: levels are joined by single dots and none may be empty";
+    return NULL;
+}
+
 static bool namespace_pattern_ok(const char *p)
 {
     while ((p = strchr(p, '{'))) {
@@ -598,6 +608,11 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
                               "\"%s\": only {database} and {schema} may appear in "
                               "braces",
                               seen_path(ctx, &d->namespace_pattern, "namespace"));
+    const char *why = firn__cfg_iceberg_name_problem(d->namespace_pattern, true);
+    if (why)
+        return firn__cfg_fail(
+            ctx, err, "\"%s\" \"%.64s%s\" %s", seen_path(ctx, &d->namespace_pattern, "namespace"),
+            d->namespace_pattern, strlen(d->namespace_pattern) > 64 ? "..." : "", why);
     if (!firn__cfg_was_set(ctx, &d->storage.path_style))
         d->storage.path_style = d->storage.endpoint != NULL;
     if (d->index_dir && !d->index_dir[0])

@@ -384,6 +384,16 @@ static firn_rc check_stream(cfg_ctx *ctx, firn_stream_config *st, firn_err *err)
                               "stream \"%s.%s\": \"target_namespace\" is empty; leave it out "
                               "to use the destination's namespace",
                               st->namespace, st->name);
+    const char *why = NULL, *key = NULL, *val = NULL;
+    if (st->target_namespace && (why = firn__cfg_iceberg_name_problem(st->target_namespace, true)))
+        key = "target_namespace", val = st->target_namespace;
+    else if (st->target_table && (why = firn__cfg_iceberg_name_problem(st->target_table, false)))
+        key = "target_table", val = st->target_table;
+    else if ((why = firn__cfg_iceberg_name_problem(st->name, false)))
+        key = "stream_name", val = st->name;
+    if (why)
+        return firn__cfg_fail(ctx, err, "stream \"%.64s\": \"%s\" \"%.64s%s\" %s", st->name, key,
+                              val, strlen(val) > 64 ? "..." : "", why);
     return FIRN_OK;
 }
 

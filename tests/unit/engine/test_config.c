@@ -234,6 +234,39 @@ T_TEST(bad_values_name_path_and_type)
     T_CONFIG_ERROR("source", "[1, 2]", "source.json: the top level must be a JSON object");
 }
 
+/* Names the catalog would refuse at the first write fail at load, with what is wrong. */
+T_TEST(iceberg_names_checked_at_load)
+{
+    T_CONFIG_ERROR("destination",
+                   "{\"catalog\": {\"warehouse\": \"/w\"}, \"namespace\": \"../../etc\"}",
+                   "destination.json: \"namespace\" \"../../etc\" is no Iceberg namespace: "
+                   "levels are joined by single dots and none may be empty");
+    T_CONFIG_ERROR("streams",
+                   "{\"selected_streams\": {\"public\": [{\"stream_name\": \"t\", "
+                   "\"target_namespace\": \"a..b\"}]}}",
+                   "streams.json: stream \"t\": \"target_namespace\" \"a..b\" is no Iceberg "
+                   "namespace: levels are joined by single dots and none may be empty");
+    char doc[1024], want[512], name[301];
+    memset(name, 'x', 300);
+    name[300] = '\0';
+    snprintf(doc, sizeof(doc),
+             "{\"selected_streams\": {\"public\": [{\"stream_name\": \"t\", "
+             "\"target_table\": \"%s\"}]}}",
+             name);
+    snprintf(want, sizeof(want),
+             "streams.json: stream \"t\": \"target_table\" \"%.64s...\" is longer than 255 "
+             "bytes",
+             name);
+    T_CONFIG_ERROR("streams", doc, want);
+    snprintf(doc, sizeof(doc), "{\"selected_streams\": {\"public\": [{\"stream_name\": \"%s\"}]}}",
+             name);
+    snprintf(want, sizeof(want),
+             "streams.json: stream \"%.64s\": \"stream_name\" \"%.64s...\" is longer than 255 "
+             "bytes",
+             name, name);
+    T_CONFIG_ERROR("streams", doc, want);
+}
+
 T_TEST(required_keys)
 {
     T_CONFIG_ERROR("source", "{\"port\": 5432}",
@@ -697,6 +730,7 @@ T_MAIN(T_CASE(olake_files_load),
        T_CASE(firn_files_load),
        T_CASE(unknown_keys_name_the_path),
        T_CASE(bad_values_name_path_and_type),
+       T_CASE(iceberg_names_checked_at_load),
        T_CASE(required_keys),
        T_CASE(bad_json_and_missing_file),
        T_CASE(env_substitution),
