@@ -270,6 +270,7 @@ typedef struct worker {
     size_t checked_rows; /* batch rows at the last batch_full check */
     firn_err err;
     char reconnect_msg[FIRN_ERR_MSG_MAX];
+    bool same_again; /* the last COPY error would repeat on a retry (bad data, SQL, privilege) */
 } worker;
 
 static bool should_stop(const runner *r)
@@ -465,6 +466,8 @@ static int copy_next(PGconn *pq, bool lowat, char **buf)
 
 /* Reads the COPY data of the current statement; on a decode or callback error the rest of the
  * stream is cancelled and drained so the connection stays usable. */
+static firn_rc copy_error(worker *w, PGconn *pq, const PGresult *res, firn_err *err);
+
 static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, firn_err *err)
 {
     PGconn *pq = firn_pg_conn_pq(w->conn);
@@ -501,7 +504,7 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
     bool server_failed = false;
     while ((res = PQgetResult(pq)) != NULL) {
         if (PQresultStatus(res) != PGRES_COMMAND_OK && !rc) {
-            rc = firn__pg_result_error(pq, res, err, "COPY failed");
+            rc = copy_error(w, pq, res, err);
             server_failed = true;
         }
         PQclear(res);
@@ -511,9 +514,31 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
     return rc;
 }
 
+/* A COPY error of res that a retry in the same snapshot meets again: a data exception (class
+ * 22: a value the server cannot convert to the client encoding), a syntax or access rule
+ * violation (42), a feature not supported (0A). The encoding case gets what to do. */
+static firn_rc copy_error(worker *w, PGconn *pq, const PGresult *res, firn_err *err)
+{
+    firn_rc rc = firn__pg_result_error(pq, res, err, "COPY failed");
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    w->same_again = state && (strncmp(state, "22", 2) == 0 || strncmp(state, "42", 2) == 0 ||
+                              strncmp(state, "0A", 2) == 0);
+    if (state && strcmp(state, "22021") == 0 && err) {
+        char msg[FIRN_ERR_MSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", err->msg);
+        rc = firn_err_set(err, rc,
+                          "%s; the table holds bytes that are not valid in the client encoding "
+                          "UTF8 (a SQL_ASCII database keeps whatever bytes it is given): correct "
+                          "those values, or leave the column out with \"columns\"",
+                          msg);
+    }
+    return rc;
+}
+
 static firn_rc run_chunk(worker *w, firn_pg_chunk *c, bool *retryable, firn_err *err)
 {
     *retryable = false;
+    w->same_again = false;
     worker_set_table(w, c->table);
     firn_pg_copy_free(w->copy);
     w->copy = firn_pg_copy_new(c->table, w->batch);
@@ -528,16 +553,17 @@ static firn_rc run_chunk(worker *w, firn_pg_chunk *c, bool *retryable, firn_err 
     PGresult *res = PQexec(pq, (const char *)sql.data);
     firn_buf_deinit(&sql);
     if (PQresultStatus(res) != PGRES_COPY_OUT) {
-        rc = firn__pg_result_error(pq, res, err, "COPY failed");
+        rc = copy_error(w, pq, res, err);
         PQclear(res);
-        *retryable = rc != FIRN_ERR_PERMISSION; /* a missing grant stays missing */
+        *retryable = rc != FIRN_ERR_PERMISSION && !w->same_again; /* a missing grant stays */
         return rc;
     }
     PQclear(res);
     bool cb_failed = false;
     rc = read_copy(w, c, &cb_failed, err);
     if (rc) {
-        *retryable = !cb_failed && (rc == FIRN_ERR_SOURCE || rc == FIRN_ERR_NETWORK);
+        *retryable =
+            !cb_failed && !w->same_again && (rc == FIRN_ERR_SOURCE || rc == FIRN_ERR_NETWORK);
         return rc;
     }
     if (firn_batch_rows(w->batch) > 0)
