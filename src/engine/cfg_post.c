@@ -589,6 +589,15 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
             firn_free(c->warehouse);
             c->warehouse = url;
         }
+        static const char *const SCHEMES[] = {"file://", "s3://", "s3a://", "gs://"};
+        bool known = false;
+        for (size_t i = 0; i < sizeof(SCHEMES) / sizeof(SCHEMES[0]); i++)
+            known |= strncmp(c->warehouse, SCHEMES[i], strlen(SCHEMES[i])) == 0;
+        if (!known)
+            return firn__cfg_fail(ctx, err,
+                                  "\"%s\" \"%.64s\": the SQL catalog's warehouse is a local "
+                                  "folder (a path or file://), s3://, s3a:// or gs://",
+                                  seen_path(ctx, &c->warehouse, "catalog.warehouse"), c->warehouse);
     }
     if (c->kind == FIRN_CATALOG_SQL)
         FIRN_TRY(normalize_sql_uri(ctx, d, err));

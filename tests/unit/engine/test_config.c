@@ -246,6 +246,9 @@ T_TEST(iceberg_names_checked_at_load)
                    "\"target_namespace\": \"a..b\"}]}}",
                    "streams.json: stream \"t\": \"target_namespace\" \"a..b\" is no Iceberg "
                    "namespace: levels are joined by single dots and none may be empty");
+    T_CONFIG_ERROR("destination", "{\"catalog\": {\"warehouse\": \"http://x/wh\"}}",
+                   "destination.json: \"catalog.warehouse\" \"http://x/wh\": the SQL catalog's "
+                   "warehouse is a local folder (a path or file://), s3://, s3a:// or gs://");
     char doc[1024], want[512], name[301];
     memset(name, 'x', 300);
     name[300] = '\0';
