@@ -322,6 +322,13 @@ typedef struct firn_pgo_report {
      * owned. */
     char **toast_risk;
     size_t n_toast_risk;
+    /* Tables of the publications (any, selected or not; at most 50) that have neither a primary
+     * key nor another replica identity while a publication carries updates or deletes:
+     * PostgreSQL then refuses every UPDATE and DELETE on them ("cannot update table ... because
+     * it does not have a replica identity and publishes updates"), the application's too.
+     * "schema.name", owned. */
+    char **no_identity;
+    size_t n_no_identity;
 } firn_pgo_report;
 
 /** Frees the report's strings (NULL accepted). */

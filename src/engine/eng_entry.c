@@ -109,8 +109,31 @@ static firn_rc check_publication_owner(const firn_config *cfg, firn_pg_conn *c, 
     return rc;
 }
 
+/* The published tables without a replica identity (the application's own UPDATEs and DELETEs
+ * on them fail): a warning at check, a line at the given level at sync start. */
+static void log_no_identity(const firn_pgo_report *rep, firn_log_level level)
+{
+    if (!rep || rep->n_no_identity == 0)
+        return;
+    firn_buf names;
+    firn_buf_init(&names, 1024);
+    for (size_t i = 0; i < rep->n_no_identity && i < 8; i++)
+        firn_rc_ignore(firn_buf_appendf(&names, "%s%s", i ? ", " : "", rep->no_identity[i]));
+    if (rep->n_no_identity > 8)
+        firn_rc_ignore(firn_buf_appendf(&names, " and %zu more", rep->n_no_identity - 8));
+    FIRN_LOG(level, "engine",
+             "the publication publishes updates and deletes of %s%zu table%s without a primary "
+             "key or replica identity: %s; PostgreSQL refuses every UPDATE and DELETE on them "
+             "(also the application's) until each gets one (ALTER TABLE ... REPLICA IDENTITY "
+             "FULL, or a primary key) or leaves the publication",
+             rep->n_no_identity >= 50 ? "at least " : "", rep->n_no_identity,
+             rep->n_no_identity == 1 ? "" : "s", names.data ? (const char *)names.data : "");
+    firn_buf_deinit(&names);
+}
+
 void firn__engine_log_toast_risk(const firn_pgo_report *rep, firn_log_level level)
 {
+    log_no_identity(rep, level);
     if (!rep || rep->n_toast_risk == 0)
         return;
     firn_buf names;

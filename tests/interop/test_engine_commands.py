@@ -82,6 +82,38 @@ def test_check_names_tables_at_toast_risk(pg, pg_db, firn_bin, tmp_path):
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "check: ok (source)\n", "")
 
 
+def test_check_warns_of_published_tables_without_replica_identity(pg, pg_db, firn_bin, tmp_path):
+    """A publication FOR ALL TABLES with a table that has neither a primary key nor a replica
+    identity makes PostgreSQL refuse every UPDATE and DELETE on it, the application's own, even
+    when firn does not stream that table: check warns, naming it (a key-less table with REPLICA
+    IDENTITY FULL is fine), and says nothing once it has one."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(SCHEMA)
+        conn.execute("CREATE TABLE logs (at timestamptz, line text)")
+        conn.execute("CREATE PUBLICATION firn_e2e FOR ALL TABLES")
+        try:
+            conn.execute("UPDATE logs SET line = 'x'")  # no rows, still refused
+            refused = False
+        except Exception as exc:  # psycopg.errors.ObjectNotInPrerequisiteState
+            refused = "does not have a replica identity" in str(exc)
+        assert refused
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, ["orders"])
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                  "warn")
+    assert (proc.returncode, proc.stdout) == (0, "check: ok (source)\n"), proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if "replica identity:" in ln]
+    assert len(lines) == 1, proc.stderr
+    assert "of 1 table without a primary key or replica identity: public.logs;" in lines[0], \
+        lines[0]
+    assert "public.notes" not in lines[0] and "public.orders" not in lines[0], lines[0]
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("ALTER TABLE logs REPLICA IDENTITY FULL")
+    proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams), "--log",
+                  "warn")
+    assert proc.returncode == 0 and "replica identity:" not in proc.stderr, proc.stderr
+
+
 def test_toast_risk_counts_selected_columns_only(pg, pg_db, firn_bin, tmp_path):
     """The TOAST warning names a table only when a TOAST-able column is among the columns its
     stream selects: at `firn check` and at the start of `firn sync`."""

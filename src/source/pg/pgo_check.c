@@ -363,6 +363,33 @@ static firn_rc check_tables(chk *c,
     return rc;
 }
 
+/* The publications' tables whose UPDATEs and DELETEs PostgreSQL refuses for want of a replica
+ * identity (report only: they need not be selected). */
+static firn_rc find_no_identity(chk *c, firn_pgo_report *rep)
+{
+    FIRN_TRY(q_start(c, "SELECT DISTINCT pt.schemaname, pt.tablename FROM pg_publication p "
+                        "JOIN pg_publication_tables pt ON pt.pubname = p.pubname "
+                        "JOIN pg_namespace n ON n.nspname = pt.schemaname "
+                        "JOIN pg_class r ON r.relnamespace = n.oid AND r.relname = pt.tablename "
+                        "WHERE (p.pubupdate OR p.pubdelete) AND p.pubname = ANY ("));
+    FIRN_TRY(q_pubs(c));
+    FIRN_TRY(firn_buf_append_cstr(&c->q,
+                                  ") AND (r.relreplident = 'n' OR (r.relreplident = 'd' AND NOT "
+                                  "EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = r.oid AND "
+                                  "i.indisprimary))) ORDER BY 1, 2 LIMIT 50"));
+    FIRN_TRY(run(c, "read the replica identity of the published tables"));
+    for (int i = 0; i < PQntuples(c->res); i++) {
+        firn_buf name;
+        firn_buf_init(&name, 1024);
+        firn_rc_ignore(
+            firn_buf_appendf(&name, "%s.%s", PQgetvalue(c->res, i, 0), PQgetvalue(c->res, i, 1)));
+        rep->no_identity =
+            firn_reallocarray(rep->no_identity, rep->n_no_identity + 1, sizeof(char *));
+        rep->no_identity[rep->n_no_identity++] = (char *)firn_buf_take(&name, NULL);
+    }
+    return FIRN_OK;
+}
+
 firn_rc firn_pgo_stream_preflight(firn_pgo_stream *s,
                                   const firn_pgo_table *tables,
                                   size_t n_tables,
@@ -379,6 +406,8 @@ firn_rc firn_pgo_stream_preflight(firn_pgo_stream *s,
     rc = rc ? rc : check_slot(&c, slot_may_be_missing);
     rc = rc ? rc : check_publications(&c, &upd_del, &pub_missing);
     rc = rc ? rc : check_tables(&c, tables, n_tables, upd_del, pub_missing, rep);
+    if (!rc && upd_del && !pub_missing && rep)
+        rc = find_no_identity(&c, rep);
     if (rc == FIRN_ERR_TOO_LARGE && err && err->code == FIRN_OK)
         rc = firn_err_set(err, rc, "preflight query is too long");
     PQclear(c.res);
@@ -395,4 +424,9 @@ void firn_pgo_report_deinit(firn_pgo_report *r)
     firn_free(r->toast_risk);
     r->toast_risk = NULL;
     r->n_toast_risk = 0;
+    for (size_t i = 0; i < r->n_no_identity; i++)
+        firn_free(r->no_identity[i]);
+    firn_free(r->no_identity);
+    r->no_identity = NULL;
+    r->n_no_identity = 0;
 }
