@@ -79,6 +79,10 @@ typedef struct firn_err {
     char msg[FIRN_ERR_MSG_MAX];
 } firn_err;
 
+/** Length of the first len bytes of s without a UTF-8 sequence that they end in the middle of
+ * (a text cut to fit a buffer): len itself when s[len - 1] ends a whole sequence or plain ASCII.
+ * Bytes only: never reads past s[len - 1]. */
+size_t firn_utf8_whole_len(const char *s, size_t len);
 /** Clears err (NULL accepted). */
 void firn_err_clear(firn_err *err);
 /** Records rc with a printf-style message in err (NULL accepted: nothing recorded) and returns

@@ -118,14 +118,7 @@ static void one_line(char *out, size_t cap, const char *s)
     size_t n = 0;
     for (; *s && *s != '\n' && *s != '\r' && n + 1 < cap; s++)
         out[n++] = (unsigned char)*s < 0x20 ? ' ' : *s;
-    /* Cut inside a UTF-8 sequence: drop its first bytes too. */
-    if (((unsigned char)*s & 0xC0) == 0x80) {
-        while (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0x80)
-            n--;
-        if (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0xC0)
-            n--;
-    }
-    out[n] = '\0';
+    out[firn_utf8_whole_len(out, n)] = '\0'; /* cut inside a UTF-8 sequence: drop it */
 }
 
 /* Rewrites err for a failed request: "could not <what>: <server message> (<type>, HTTP <n>)"

@@ -55,21 +55,26 @@ void firn_err_clear(firn_err *err)
     err->msg[0] = '\0';
 }
 
+size_t firn_utf8_whole_len(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t cont = 0; /* continuation bytes (10xxxxxx) at the end, at most three */
+    while (cont < 3 && cont < len && (u[len - 1 - cont] & 0xC0) == 0x80)
+        cont++;
+    if (cont < len) {
+        const unsigned char lead = u[len - 1 - cont];
+        const size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (lead >= 0xC0 && cont + 1 < want)
+            return len - (cont + 1);
+    }
+    return len;
+}
+
 /* A message cut at the end of msg (len bytes now) may end inside a UTF-8 sequence: drops the
  * bytes of that incomplete sequence. */
 static void cut_utf8(char *msg, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)msg;
-    size_t cont = 0; /* continuation bytes (10xxxxxx) at the end, at most three */
-    while (cont < 3 && cont < len && (s[len - 1 - cont] & 0xC0) == 0x80)
-        cont++;
-    if (cont < len) {
-        const unsigned char lead = s[len - 1 - cont];
-        const size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (lead >= 0xC0 && cont + 1 < want)
-            len -= cont + 1;
-    }
-    msg[len] = '\0';
+    msg[firn_utf8_whole_len(msg, len)] = '\0';
 }
 
 /* After a write of n bytes (as vsnprintf counts) into err->msg: a cut message ends whole. */

@@ -79,8 +79,7 @@ static void build_params(const firn_pg_conn_config *cfg, firn_pg_conn_mode mode,
 void firn__pg_one_line(const char *msg, char *out, size_t out_cap)
 {
     size_t o = 0;
-    const char *s = msg;
-    for (; *s && o + 3 < out_cap; s++) {
+    for (const char *s = msg; *s && o + 3 < out_cap; s++) {
         if (*s == '\n') {
             if (s[1] == '\0')
                 break;
@@ -94,12 +93,7 @@ void firn__pg_one_line(const char *msg, char *out, size_t out_cap)
             out[o++] = *s;
         }
     }
-    if (((unsigned char)*s & 0xC0) == 0x80) { /* cut inside a UTF-8 sequence: drop it */
-        while (o > 0 && ((unsigned char)out[o - 1] & 0xC0) == 0x80)
-            o--;
-        if (o > 0 && ((unsigned char)out[o - 1] & 0xC0) == 0xC0)
-            o--;
-    }
+    o = firn_utf8_whole_len(out, o); /* cut inside a UTF-8 sequence: drop it */
     while (o > 0 && out[o - 1] == ' ')
         o--;
     out[o] = '\0';

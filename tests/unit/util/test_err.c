@@ -115,7 +115,24 @@ T_TEST(long_remedies_fit_and_cuts_keep_utf8_whole)
     T_EQ_STR(err.msg + max - 3, ": N");
 }
 
+/* The one UTF-8 trim every one-line helper uses: whole sequences kept, a cut one dropped. */
+T_TEST(utf8_whole_len)
+{
+    const char *s = "a\xC3\xA9" /* é */ "\xE2\x82\xAC" /* € */ "\xF0\x9F\x98\x80"; /* 😀 */
+    T_EQ_UINT(firn_utf8_whole_len(s, 0), 0);
+    T_EQ_UINT(firn_utf8_whole_len(s, 1), 1);
+    T_EQ_UINT(firn_utf8_whole_len(s, 2), 1); /* half of é */
+    T_EQ_UINT(firn_utf8_whole_len(s, 3), 3);
+    T_EQ_UINT(firn_utf8_whole_len(s, 4), 3); /* one byte of € */
+    T_EQ_UINT(firn_utf8_whole_len(s, 5), 3); /* two bytes of € */
+    T_EQ_UINT(firn_utf8_whole_len(s, 6), 6);
+    T_EQ_UINT(firn_utf8_whole_len(s, 9), 6); /* three bytes of 😀 */
+    T_EQ_UINT(firn_utf8_whole_len(s, 10), 10);
+    T_EQ_UINT(firn_utf8_whole_len("\x80\x80", 2), 2); /* stray continuation bytes: kept */
+}
+
 T_MAIN(T_CASE(codes_have_names_and_classes),
        T_CASE(set_try_and_context),
        T_CASE(errno_message_and_truncation),
-       T_CASE(long_remedies_fit_and_cuts_keep_utf8_whole))
+       T_CASE(long_remedies_fit_and_cuts_keep_utf8_whole),
+       T_CASE(utf8_whole_len))
