@@ -224,8 +224,7 @@ firn_rc firn__table_meta_commit(firn__table *t,
         backoff_ms =
             backoff_ms * 2 > COMMIT_BACKOFF_MAX_MS ? COMMIT_BACKOFF_MAX_MS : backoff_ms * 2;
         firn_err lerr = {0};
-        if (reload(t, &lerr) != FIRN_OK)
-            continue; /* apply works from the metadata it has; the next attempt reports */
+        firn_rc_ignore(reload(t, &lerr)); /* failed: apply works from the metadata it has */
     }
 }
 

@@ -464,10 +464,10 @@ static int copy_next(PGconn *pq, bool lowat, char **buf)
     }
 }
 
-/* Reads the COPY data of the current statement; on a decode or callback error the rest of the
- * stream is cancelled and drained so the connection stays usable. */
 static firn_rc copy_error(worker *w, PGconn *pq, const PGresult *res, firn_err *err);
 
+/* Reads the COPY data of the current statement; on a decode or callback error the rest of the
+ * stream is cancelled and drained so the connection stays usable. */
 static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, firn_err *err)
 {
     PGconn *pq = firn_pg_conn_pq(w->conn);
