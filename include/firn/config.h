@@ -301,6 +301,7 @@ typedef struct firn_stream_config {
                                 * NULL: `firn discover` writes it back unchanged */
     firn_strlist supported_sync_modes;
     firn_strlist available_cursor_fields;
+    firn_strlist notes; /* discover: why a sync mode is not in supported_sync_modes ("notes") */
 } firn_stream_config;
 
 /** All streams of a streams file, in file order ("streams" first, then selections not in it). */

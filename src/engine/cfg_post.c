@@ -169,8 +169,8 @@ void firn__cfg_stream_free(firn_stream_config *s)
                      &s->selection};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         firn_free(*strs[i]);
-    firn_strlist *lists[] = {&s->primary_key, &s->source_primary_key, &s->columns,
-                             &s->supported_sync_modes, &s->available_cursor_fields};
+    firn_strlist *lists[] = {&s->primary_key,          &s->source_primary_key,      &s->columns,
+                             &s->supported_sync_modes, &s->available_cursor_fields, &s->notes};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
         firn_strlist_clear(lists[i]);
     for (size_t i = 0; i < s->partition_count; i++)

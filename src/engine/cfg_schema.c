@@ -31,6 +31,9 @@ static const cfg_node n_ignored = {.type = CFG_IGNORED,
 static const cfg_node n_quiet = {.type = CFG_IGNORED,
                                  .desc = "OLake key accepted for compatibility; firn ignores it",
                                  .quiet = true};
+static const cfg_node n_notes = {.type = CFG_IGNORED,
+                                 .desc = "written by firn discover for people; firn ignores it",
+                                 .quiet = true};
 
 static const cfg_enum_value v_sync_mode[] = {
     {"full_refresh", FIRN_SYNC_FULL_REFRESH, NULL},
@@ -541,6 +544,7 @@ static const cfg_prop p_stream_inner[] = {
     {"supported_sync_modes", &n_strlist, STR(supported_sync_modes), 0, NULL, NULL},
     {"source_defined_primary_key", &n_strlist, STR(source_primary_key), 0, NULL, NULL},
     {"available_cursor_fields", &n_strlist, STR(available_cursor_fields), 0, NULL, NULL},
+    {"notes", &n_notes, 0, 0, NULL, "why a sync mode is not supported"},
     {"sync_mode", &n_sync_mode, STR(sync_mode), 0, NULL, NULL},
     {"cursor_field", &n_string, STR(cursor_field), 0, NULL, NULL},
     {"destination_database", &n_string, STR(target_namespace), CFG_OLAKE, "target_namespace", NULL},

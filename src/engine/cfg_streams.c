@@ -561,6 +561,8 @@ static json_t *discovered_json(const firn_stream_config *st)
     json_object_set_new(o, "supported_sync_modes", strlist_json(&st->supported_sync_modes));
     json_object_set_new(o, "source_defined_primary_key", strlist_json(&st->source_primary_key));
     json_object_set_new(o, "available_cursor_fields", strlist_json(&st->available_cursor_fields));
+    if (st->notes.count)
+        json_object_set_new(o, "notes", strlist_json(&st->notes));
     if (st->sync_mode)
         json_object_set_new(o, "sync_mode", json_string(firn_sync_mode_olake_name(st->sync_mode)));
     json_t *wrap = json_object();

@@ -399,14 +399,22 @@ static void describe_stream(firn_stream_config *st,
     st->sync_mode = old ? old->sync_mode : cfg->source.default_mode;
     bool cdc_mode =
         st->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || st->sync_mode == FIRN_SYNC_CDC_ONLY;
-    if (!old && cdc_mode &&
-        (t->replica_identity == 'n' || (t->replica_identity == 'd' && !t->has_primary_key))) {
+    /* firn sync refuses CDC for such a table (eng_sync.c check_replica_identity). */
+    const bool cdc_ok =
+        !(t->replica_identity == 'n' || (t->replica_identity == 'd' && !t->has_primary_key));
+    if (!old && cdc_mode && !cdc_ok) {
         /* CDC would need a replica identity: offer the table as full refresh instead. */
         st->sync_mode = FIRN_SYNC_FULL_REFRESH;
         FIRN_LOG(FIRN_LOG_WARN, "engine",
                  "table %s has no primary key or replica identity: listed as full_refresh (add "
                  "one, or REPLICA IDENTITY FULL, for CDC)",
                  t->qualified);
+    } else if (old && old->selected && cdc_mode && !cdc_ok) {
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "stream \"%s.%s\": sync mode %s needs a primary key or replica identity, which "
+                 "table %s lacks: firn sync will refuse it (add one, or REPLICA IDENTITY FULL, or "
+                 "choose full_refresh or incremental)",
+                 t->schema_name, t->name, firn_sync_mode_name(st->sync_mode), t->qualified);
     }
     st->append_mode = old ? old->append_mode : t->n_key == 0;
     st->soft_delete = old && old->soft_delete;
@@ -434,8 +442,16 @@ static void describe_stream(firn_stream_config *st,
     }
     firn__columns_rediscover(st, t, old);
     static const char *modes[] = {"full_refresh", "full_refresh_cdc", "cdc_only", "incremental"};
-    for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++)
-        firn_strlist_push(&st->supported_sync_modes, modes[k]);
+    for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+        if (cdc_ok || (k != 1 && k != 2))
+            firn_strlist_push(&st->supported_sync_modes, modes[k]);
+    }
+    if (!cdc_ok)
+        firn_strlist_push(&st->notes,
+                          "full_refresh_cdc and cdc_only are not supported: the table has no "
+                          "primary key or replica identity, so CDC cannot carry its updates and "
+                          "deletes (add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL, "
+                          "and run firn discover again)");
     for (size_t k = 0; k < t->n_columns; k++)
         firn_strlist_push(&st->available_cursor_fields, t->columns[k].name);
 }

@@ -403,7 +403,62 @@ static bool key_encoding_changes(const firn__table *t, const firn_field *cur)
     return false;
 }
 
-/* Commits t->schema's columns the table lacks and its promotions as a new current schema. */
+/* The copy of an empty source table has no snapshot to carry its marker: a table property
+ * does (eng_backfill.c). */
+static bool empty_backfill_marked(const firn_table_metadata *md)
+{
+    const char *bf = firn_props_get(&md->properties, FIRN_SUMMARY_BACKFILL);
+    return bf && strcmp(bf, "done") == 0;
+}
+
+bool firn__table_written(const firn_table_metadata *md)
+{
+    return firn_table_metadata_current_snapshot(md) || empty_backfill_marked(md);
+}
+
+/* True when top-level field id is the source of a field of md's partition spec or one of s's
+ * identifier fields: Iceberg keeps such a column. */
+static bool field_pinned(const firn_table_metadata *md, const firn_schema *s, int32_t id)
+{
+    const firn_partition_spec *spec = firn_table_metadata_spec(md);
+    for (size_t i = 0; spec && i < spec->n_fields; i++) {
+        if (spec->fields[i].source_id == id)
+            return true;
+    }
+    for (size_t i = 0; i < s->n_identifier_field_ids; i++) {
+        if (s->identifier_field_ids[i] == id)
+            return true;
+    }
+    return false;
+}
+
+/* A table nothing was ever committed to (its first copy failed or was stopped before its first
+ * commit) holds no rows: its columns that t->schema lacks (left out with `columns` since, or
+ * dropped at the source) are dropped from a copy of base, so that the copy matches the
+ * streams file. NULL when there is none to drop. */
+static firn_schema *narrow_unwritten(const firn__table *t, const firn_schema *base)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    if (firn__table_written(md))
+        return NULL;
+    firn_schema *s = NULL;
+    for (size_t i = base->root->n_children; i-- > 0;) {
+        const firn_field *f = base->root->children[i];
+        if (child_named(t->schema, f->name) || field_pinned(md, base, f->id))
+            continue;
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "table \"%s\": nothing committed yet: column \"%s\", no longer copied, is "
+                 "dropped from its schema",
+                 t->display, f->name);
+        s = s ? s : firn_schema_clone(base);
+        firn_field **ch = s->root->children;
+        firn_field_free(ch[i]);
+        memmove(&ch[i], &ch[i + 1], (s->root->n_children - 1 - i) * sizeof(*ch));
+        s->root->n_children--;
+    }
+    return s;
+}
+
 /* The schema update of ch: next (last column id last), renames included, with the source
  * columns' attnums (FIRN_PROP_ATTNUMS). */
 static firn_rc schema_changes(firn__table *t,
@@ -431,12 +486,22 @@ static firn_rc schema_changes(firn__table *t,
     return FIRN_OK;
 }
 
-static firn_rc commit_schema(firn__table *t, firn_err *err)
+/* One attempt of commit_schema, from the metadata t holds (firn__table_meta_commit runs it again
+ * after a transient error, a lost reply or a conflict, on the reloaded metadata): nothing is
+ * committed when that schema already is what the source needs (the change landed, or another
+ * writer made it). *(bool *)ctx: narrow (narrow_unwritten). */
+static firn_rc commit_schema_once(firn__table *t, void *ctx, firn_err *err)
 {
+    const bool narrow = *(const bool *)ctx;
     const firn_table_metadata *md = t->cat.metadata;
     const firn_schema *cur = firn_table_metadata_schema(md);
     /* Renamed source columns keep their fields (ids): the base is renamed first. */
     firn_schema *renamed = firn__rename_apply(t, cur);
+    firn_schema *narrowed = narrow ? narrow_unwritten(t, renamed ? renamed : cur) : NULL;
+    if (narrowed) {
+        firn_schema_free(renamed);
+        renamed = narrowed;
+    }
     const firn_schema *base = renamed ? renamed : cur;
     int32_t last = md->last_column_id;
     firn_schema *next = NULL;
@@ -448,8 +513,8 @@ static firn_rc commit_schema(firn__table *t, firn_err *err)
         t->key_retyped |= key_encoding_changes(t, base->root);
         rc = firn_schema_evolve(base, t->schema, &last, &next, &changed, err);
     }
-    changed |= renamed != NULL;
-    if (rc == FIRN_OK && changed)
+    changed = rc == FIRN_OK && (changed || renamed != NULL) && !firn_schema_same(cur, next);
+    if (changed)
         rc = schema_changes(t, cur, next, last, &ch, err);
     firn_catalog_table out = {0};
     if (rc == FIRN_OK && changed)
@@ -457,15 +522,25 @@ static firn_rc commit_schema(firn__table *t, firn_err *err)
     if (rc == FIRN_OK && changed) {
         firn_catalog_table_deinit(&t->cat);
         t->cat = out;
-        firn_strlist_clear(&t->rename_from);
-        firn_strlist_clear(&t->rename_to);
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": schema evolved to id %d", t->display,
                  firn_table_metadata_schema(t->cat.metadata)->schema_id);
+    }
+    if (rc == FIRN_OK) {
+        firn_strlist_clear(&t->rename_from);
+        firn_strlist_clear(&t->rename_to);
     }
     firn_table_changes_deinit(&ch);
     firn_schema_free(next);
     firn_schema_free(renamed);
     return rc;
+}
+
+/* Commits t->schema's columns the table lacks, its promotions and renames as a new current
+ * schema, retried like a metadata commit (firn__table_meta_commit); with narrow, a table never
+ * written also loses the columns t->schema lacks (narrow_unwritten). */
+static firn_rc commit_schema(firn__table *t, bool narrow, firn_err *err)
+{
+    return firn__table_meta_commit(t, commit_schema_once, &narrow, err);
 }
 
 /* Brings the table schema in step with the source: new columns, promotions (DESIGN.md
@@ -475,7 +550,7 @@ static firn_rc evolve_schema(firn__table *t, firn_err *err)
     const firn_field *root = firn_table_metadata_schema(t->cat.metadata)->root;
     firn__rename_between_runs(t, root);
     FIRN_TRY(note_defaults_added(t, root, err));
-    return commit_schema(t, err);
+    return commit_schema(t, true, err);
 }
 
 /* Gives the batch schema the table's ids; table columns the source lacks become always-null
@@ -542,7 +617,7 @@ void firn__table_column_retype(firn__table *t, size_t idx, firn_pg_type *type, f
 firn_rc firn__table_schema_apply(firn__table *t, firn_err *err)
 {
     FIRN_ASSERT(firn_batch_rows(t->buf) == 0);
-    FIRN_TRY(commit_schema(t, err));
+    FIRN_TRY(commit_schema(t, false, err));
     FIRN_TRY(align_schema(t, err));
     for (size_t i = 0; i < t->pg->n_columns; i++)
         t->pg->columns[i].field_id = t->schema->children[i]->id;
@@ -557,14 +632,6 @@ firn_rc firn__table_schema_apply(firn__table *t, firn_err *err)
     firn__table_share_persist(t, false);
     t->key_retyped = false;
     return FIRN_OK;
-}
-
-/* The copy of an empty source table has no snapshot to carry its marker: a table property
- * does (eng_backfill.c). */
-static bool empty_backfill_marked(const firn_table_metadata *md)
-{
-    const char *bf = firn_props_get(&md->properties, FIRN_SUMMARY_BACKFILL);
-    return bf && strcmp(bf, "done") == 0;
 }
 
 bool firn__table_backfill_is_last(const firn__table *t)

@@ -506,6 +506,11 @@ FIRN_MUST_CHECK firn_rc firn__table_open_stopped(firn__table *t, firn_err *err);
 /** True when t's current snapshot is its initial copy (nothing committed after it), or when the
  * copy of an empty source table is recorded and nothing was committed since. */
 bool firn__table_backfill_is_last(const firn__table *t);
+/** True when anything was ever committed to the table of md: a snapshot, or the marker of the
+ * copy of an empty source table. False for a table whose first copy failed or was stopped
+ * before its first commit: its schema still follows the stream's column selection (columns
+ * left out since are dropped from it, docs/configuration.md "Columns and filter"). */
+bool firn__table_written(const firn_table_metadata *md);
 /** Marks t's initial copy as pending again and empties its key index (the copy rebuilds it). */
 void firn__table_restart_backfill(firn__table *t);
 /** Frees what t owns (not t's borrowed stream and pg table). */

@@ -264,3 +264,46 @@ def test_metadata_commit_retried_after_503_and_lost_reply(firn_job, rest_catalog
     tbl = loc.pyiceberg().load_table(job.table("t0"))
     assert tbl.properties.get("firn.backfill") == "done", tbl.properties
     assert tbl.scan().to_arrow().num_rows == 0
+
+
+def test_schema_commit_retried_after_503_and_lost_reply(firn_job, rest_catalog):
+    """The schema change of a run (a column added at the source between runs) is committed with
+    the retries of the other commits: a 503 (reload, still needed: sent again), then a reply lost
+    after the server applied it (reload: the column is there, nothing sent again). The table
+    ends with one schema per change, the column once, and rows equal to the source's (it used to
+    fail with exit 4 at the first 503)."""
+    loc = rest_catalog
+    commit_re = re.compile(r"^/v1/namespaces/[^/]+/tables/t1$")
+    state = {"armed": False, "commits": 0}
+    plan = {1: "503", 2: "lost-reply"}
+
+    def rule(method, path):
+        if state["armed"] and method == "POST" and commit_re.match(path):
+            state["commits"] += 1
+            return plan.get(state["commits"])
+        return None
+
+    proxy = FlakyProxy(loc.uri, rule=rule).start()
+    try:
+        ns = "schema_" + uuid.uuid4().hex[:6]
+        job = firn_job([{"stream_name": "t1"}], setup=[SETUP[0], SETUP[2]],
+                       catalog=loc.firn_catalog(uri=proxy.url), catalog_loc=loc, namespace=ns)
+        job.sync()
+        job.sql("ALTER TABLE t1 ADD COLUMN w int", "UPDATE t1 SET w = id * 2 WHERE id <= 5",
+                "INSERT INTO t1 VALUES (900, 'x', 9, 99)")
+        state["armed"] = True  # the first commit of the next run is the schema change
+        start = len(proxy.log)
+        job.sync()
+    finally:
+        proxy.stop()
+    posts = [s for m, p, s in proxy.log[start:] if m == "POST" and commit_re.match(p)]
+    assert posts[:3] == [503, "lost-reply", 200], proxy.log[start:]
+    log = (job.workdir / "sync-2.log").read_text()
+    assert "commit attempt 1 failed" in log and "commit attempt 2 failed" in log, log[-3000:]
+    tbl = loc.pyiceberg().load_table(job.table("t1"))
+    names = [f.name for f in tbl.schema().fields]
+    assert names.count("w") == 1 and names[:3] == ["id", "v", "n"], names
+    assert len(tbl.schemas()) == 2, tbl.schemas()  # the first one and the evolved one
+    arrow = tbl.scan(selected_fields=("id", "v", "n", "w")).to_arrow()
+    got = canon_rows(arrow.select(["id", "v", "n", "w"]).to_pylist())
+    assert got == job.source_rows("SELECT id, v, n, w FROM t1")

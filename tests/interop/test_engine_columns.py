@@ -259,3 +259,33 @@ def test_selection_changed_between_runs(pg, pg_db, firn_bin, duck, tmp_path):
         assert ice_columns(fe, "t") == ["id", "a", "b"]
         assert ice_rows(fe, duck, "t", ["id", "a", "b"]) == [
             (1, "a1", None), (2, "a2", 20), (3, None, 40)]
+
+
+def test_selection_narrowed_after_failed_first_copy(pg, pg_db, firn_bin, duck, tmp_path):
+    """A first copy stopped before its first commit leaves an empty table with every column:
+    a column left out of `columns` before the next run is dropped from that table's schema and
+    not copied (the rule for tables with rows does not apply to a table nothing was committed
+    to); the copy then equals the source on the selection."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE n (id int PRIMARY KEY, a text, bad text, b int);"
+                     "INSERT INTO n SELECT g, 'a' || g, 'x' || g, g FROM generate_series(1, 5) g")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["n"])
+        proc = fe.sync(env={"FIRN_TEST_CRASH": "after-upload:1"}, check=False)
+        assert "FIRN_TEST_CRASH: killing" in proc.stderr, proc.stderr[-3000:]
+        assert ice_columns(fe, "n") == ["id", "a", "bad", "b"]
+        assert fe.catalog().load_table(f"{NS}.n").current_snapshot() is None
+        fe.write_streams([("n", {"columns": ["a", "b"]})])
+        out = fe.sync()
+        assert "is not in columns but its table has it" not in out.stderr, out.stderr[-3000:]
+        assert 'column \\"bad\\", no longer copied, is dropped' in out.stderr, out.stderr[-3000:]
+        assert ice_columns(fe, "n") == ["id", "a", "b"]
+        assert ice_rows(fe, duck, "n", ["id", "a", "b"]) == src_rows(conn, "n", ["id", "a", "b"])
+        conn.execute("UPDATE n SET a = 'z', bad = 'y' WHERE id = 2; DELETE FROM n WHERE id = 3")
+        # Once rows are committed, the documented rule applies: a column selected again joins.
+        fe.write_streams([("n", {"columns": ["a", "b", "bad"]})])
+        out = fe.sync()
+        assert 'column \\"bad\\" is new to the table' in out.stderr, out.stderr[-3000:]
+        assert ice_columns(fe, "n") == ["id", "a", "b", "bad"]
+        assert ice_rows(fe, duck, "n", ["id", "a", "bad"]) == [
+            (1, "a1", None), (2, "z", "y"), (4, "a4", None), (5, "a5", None)]

@@ -296,3 +296,54 @@ def test_discover_keeps_selections(pg, pg_db, firn_bin, tmp_path):
         fe.sync()
         tables = {t for _, t in fe.catalog().list_tables("e2e")}
         assert tables == {"orders_v2", "notes"}
+
+
+def test_discover_lists_only_modes_that_work(pg, pg_db, firn_bin, tmp_path):
+    """supported_sync_modes leaves out the CDC modes for a table firn sync refuses to stream (no
+    primary key and no replica identity), and the stream's "notes" say why; a table with a key,
+    REPLICA IDENTITY FULL or USING INDEX keeps them. A selection that still asks for CDC there is
+    warned about at the next discover; the file with notes loads again."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE keyed (id int PRIMARY KEY, v text);"
+                     "CREATE TABLE bare (v text, n int);"
+                     "CREATE TABLE full_ri (v text); ALTER TABLE full_ri REPLICA IDENTITY FULL;"
+                     "CREATE TABLE idx_ri (u int NOT NULL, v text);"
+                     "CREATE UNIQUE INDEX idx_ri_u ON idx_ri (u);"
+                     "ALTER TABLE idx_ri REPLICA IDENTITY USING INDEX idx_ri_u;"
+                     "CREATE TABLE nothing_ri (id int PRIMARY KEY, v text);"
+                     "ALTER TABLE nothing_ri REPLICA IDENTITY NOTHING;"
+                     "INSERT INTO bare VALUES ('b', 1), ('c', 2)")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.write_source(pg, default_mode="full_refresh_cdc")
+    proc = fe.run("discover", "--source", str(fe.source), "--output", str(fe.streams))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"discover: wrote {fe.streams}\n"
+    doc = json.loads(fe.streams.read_text())
+    found = {s["stream"]["name"]: s["stream"] for s in doc["streams"]}
+    every = ["full_refresh", "full_refresh_cdc", "cdc_only", "incremental"]
+    for name in ("keyed", "full_ri", "idx_ri"):
+        assert found[name]["supported_sync_modes"] == every, found[name]
+        assert "notes" not in found[name], found[name]
+    for name in ("bare", "nothing_ri"):
+        assert found[name]["supported_sync_modes"] == ["full_refresh", "incremental"], found[name]
+        notes = found[name]["notes"]
+        assert len(notes) == 1 and notes[0].startswith(
+            "full_refresh_cdc and cdc_only are not supported: the table has no primary key or "
+            "replica identity"), notes
+        assert selected(doc)[name]["sync_mode"] == "full_refresh"
+    # The user asks for CDC on "bare" anyway: the next discover says sync will refuse it.
+    doc["selected_streams"]["public"] = [{"stream_name": "bare", "sync_mode": "cdc"}]
+    fe.streams.write_text(json.dumps(doc, indent=2))
+    proc = fe.run("discover", "--source", str(fe.source), "--streams", str(fe.streams))
+    assert proc.returncode == 0, proc.stderr
+    assert ('stream \\"public.bare\\": sync mode full_refresh_cdc needs a primary key or replica '
+            "identity") in proc.stderr, proc.stderr[-2000:]
+    # The file (notes included) loads, and what discover offers works.
+    doc = json.loads(fe.streams.read_text())
+    doc["selected_streams"]["public"] = [{"stream_name": "bare", "sync_mode": "full_refresh"}]
+    fe.streams.write_text(json.dumps(doc, indent=2))
+    fe.write_destination()
+    out = fe.sync()
+    assert "notes" not in out.stderr, out.stderr[-2000:]
+    rows = fe.catalog().load_table("e2e.bare").scan().to_arrow().select(["v", "n"]).to_pylist()
+    assert sorted((r["v"], r["n"]) for r in rows) == [("b", 1), ("c", 2)]
