@@ -377,21 +377,54 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->compact_delete_percent = 20;
 }
 
-/* A local path or file:// URL as an absolute file:// URL; NULL for other schemes. */
+/* Drops the empty and "." segments of absolute path p and resolves its ".." segments, in place
+ * (lexically: a table location must have neither, eng_table.c check_location). */
+static void clean_path(char *p)
+{
+    size_t o = 0, i = 0;
+    while (p[i]) {
+        while (p[i] == '/')
+            i++;
+        size_t n = strcspn(p + i, "/");
+        if (n == 0 || (n == 1 && p[i] == '.')) {
+            i += n;
+            continue;
+        }
+        if (n == 2 && p[i] == '.' && p[i + 1] == '.') {
+            while (o > 0 && p[o - 1] != '/')
+                o--;
+            o -= o > 0; /* the '/' before the dropped segment */
+            i += n;
+            continue;
+        }
+        p[o++] = '/';
+        memmove(p + o, p + i, n);
+        o += n;
+        i += n;
+    }
+    if (o == 0)
+        p[o++] = '/';
+    p[o] = '\0';
+}
+
+/* A local path or file:// URL as an absolute file:// URL; NULL for other schemes. A relative
+ * path is taken from the working folder, "." and ".." segments resolved. */
 static char *file_url(const char *loc)
 {
     char cwd[4096];
-    char buf[8300];
+    char path[8300], buf[8320];
     if (strncmp(loc, "file://", 7) == 0)
         return firn_strdup(loc);
     if (strstr(loc, "://"))
         return NULL;
     if (loc[0] == '/')
-        snprintf(buf, sizeof(buf), "file://%s", loc);
+        snprintf(path, sizeof(path), "%s", loc);
     else if (getcwd(cwd, sizeof(cwd)))
-        snprintf(buf, sizeof(buf), "file://%s/%s", cwd, loc);
+        snprintf(path, sizeof(path), "%s/%s", cwd, loc);
     else
         return NULL;
+    clean_path(path);
+    snprintf(buf, sizeof(buf), "file://%s", path);
     return firn_strdup(buf);
 }
 

@@ -220,7 +220,9 @@ firn_rc firn_state_save(const firn_state *st, const char *path, firn_err *err)
     json_t *gstate = json_object();
     char lsn[18];
     firn_lsn_format(st->global_lsn, lsn);
-    json_object_set_new(gstate, "lsn", json_string(lsn));
+    /* No slot position acknowledged yet (incremental or full refresh only, or before the
+     * first CDC acknowledgement): null, not a meaningless "0/0" (read back as none). */
+    json_object_set_new(gstate, "lsn", st->global_lsn ? json_string(lsn) : json_null());
     if (st->snapshot_name)
         json_object_set_new(gstate, "snapshot_name", json_string(st->snapshot_name));
     json_object_set_new(global, "state", gstate);

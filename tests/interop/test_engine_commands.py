@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 
 from firnutil import FirnEnv
@@ -347,3 +348,50 @@ def test_discover_lists_only_modes_that_work(pg, pg_db, firn_bin, tmp_path):
     assert "notes" not in out.stderr, out.stderr[-2000:]
     rows = fe.catalog().load_table("e2e.bare").scan().to_arrow().select(["v", "n"]).to_pylist()
     assert sorted((r["v"], r["n"]) for r in rows) == [("b", 1), ("c", 2)]
+
+
+def test_state_and_status_after_incremental_only_run(pg, pg_db, firn_bin, tmp_path):
+    """A run with only incremental streams reads no WAL: state.json shows no position (null, not
+    "0/0"), and `firn status` shows "-" for it, with the cursor's run recorded."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE inc (id int PRIMARY KEY, n int NOT NULL);"
+                     "INSERT INTO inc SELECT g, g * 3 FROM generate_series(1, 4) g")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, [("inc", {"sync_mode": "incremental", "cursor_field": "n"})])
+    fe.sync()
+    doc = json.loads(fe.state.read_text())
+    assert doc["global"]["state"]["lsn"] is None, doc["global"]
+    st = {s["stream"]: s["state"] for s in doc["streams"]}["inc"]
+    assert "lsn" not in st and st["cursor_value"] == 12, st
+    lines = status_lines(fe, "--destination", str(fe.destination))
+    cols = lines["public.inc"].split()
+    assert cols[2] == "incremental" and cols[4] == "-", cols
+    assert "0/0" not in lines["public.inc"]
+
+
+def test_relative_warehouse_is_taken_from_the_working_folder(pg, pg_db, firn_bin, tmp_path):
+    """A relative warehouse ("./lake/../warehouse", "." and ".." segments included) lands in the
+    folder firn runs in, not next to destination.json; the default catalog file lies in it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE rel (id int PRIMARY KEY, v text);"
+                     "INSERT INTO rel VALUES (1, 'a'), (2, 'b')")
+    fe = FirnEnv(firn_bin, tmp_path / "conf", pg_db)
+    fe.setup(pg, [("rel", {"sync_mode": "full_refresh"})])
+    fe.destination.write_text(json.dumps({"catalog": {"type": "sql",
+                                                      "warehouse": "./lake/../warehouse"},
+                                          "namespace": "e2e"}))
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run([str(firn_bin), "sync", *fe.sync_args], capture_output=True, text=True,
+                          timeout=120, env=fe.env(), cwd=work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (fe.root / "warehouse").exists() and not (work / "lake").exists()
+    wh = work / "warehouse"
+    assert (wh / "firn_catalog.db").is_file()
+    cat = SqlCatalog("firn", uri=f"sqlite:///{wh / 'firn_catalog.db'}", warehouse=f"file://{wh}")
+    tbl = cat.load_table("e2e.rel")
+    assert tbl.location() == f"file://{wh}/e2e/rel"
+    rows = tbl.scan().to_arrow().select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b")]

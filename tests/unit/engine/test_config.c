@@ -563,6 +563,76 @@ T_TEST(state_round_trip_atomic)
     firn_free(dir);
 }
 
+/* A state without an acknowledged position (incremental-only runs) says null, not "0/0", and
+ * reads back as none. */
+T_TEST(state_without_lsn_is_null)
+{
+    char *dir = temp_dir();
+    char path[256];
+    snprintf(path, sizeof(path), "%s/state.json", dir);
+    firn_state st = {0};
+    firn_stream_state *inc = firn_state_stream(&st, "public", "events", true);
+    inc->sync_mode = FIRN_SYNC_INCREMENTAL;
+    inc->cursor_field = firn_strdup("n");
+    inc->cursor_value = firn_strdup("7");
+    firn_err err = {0};
+    T_OK_ERR(firn_state_save(&st, path, &err), &err);
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *g = json_object_get(json_object_get(json_object_get(root, "global"), "state"), "lsn");
+    T_TRUE(g != NULL && json_is_null(g));
+    json_t *s0 = json_object_get(json_array_get(json_object_get(root, "streams"), 0), "state");
+    T_TRUE(json_is_object(s0) && json_object_get(s0, "lsn") == NULL);
+    json_decref(root);
+    firn_config cfg = {0};
+    firn_config_paths paths = {.state = path};
+    T_OK_ERR(firn_config_load(&paths, &cfg, &err), &err);
+    T_EQ_UINT(cfg.state.global_lsn, 0);
+    T_EQ_STR(firn_state_stream(&cfg.state, "public", "events", false)->cursor_value, "7");
+    firn_config_free(&cfg);
+    firn_state_free(&st);
+    unlink(path);
+    rmdir(dir);
+    firn_free(dir);
+}
+
+/* Relative paths in the configuration files are taken from the working folder, never from the
+ * file's folder: the SQL catalog's warehouse is made an absolute file:// URL at load (and the
+ * default catalog file lies in it); a relative catalog file is kept as written (opened from the
+ * working folder, like index_dir and sslrootcert). docs/configuration.md "Relative paths". */
+T_TEST(relative_paths_resolve_against_working_folder)
+{
+    char cwd[4096], want[4200];
+    T_TRUE(getcwd(cwd, sizeof(cwd)) != NULL);
+    firn_config cfg = {0};
+    firn_err err = {0};
+    T_OK_ERR(parse(&cfg, "destination", "{\"catalog\": {\"warehouse\": \"lake/wh\"}}", &err), &err);
+    snprintf(want, sizeof(want), "file://%s/lake/wh", cwd);
+    T_EQ_STR(cfg.destination.catalog.warehouse, want);
+    snprintf(want, sizeof(want), "%s/lake/wh/firn_catalog.db", cwd);
+    T_EQ_STR(cfg.destination.catalog.uri, want);
+    firn_config_free(&cfg);
+    T_OK_ERR(parse(&cfg, "destination",
+                   "{\"catalog\": {\"warehouse\": \"./wh\", \"uri\": \"cat.db\"}}", &err),
+             &err);
+    snprintf(want, sizeof(want), "file://%s/wh", cwd); /* no "." segment: check_location */
+    T_EQ_STR(cfg.destination.catalog.warehouse, want);
+    T_EQ_STR(cfg.destination.catalog.uri, "cat.db");
+    firn_config_free(&cfg);
+    /* ".." resolved lexically (getcwd has no symbolic links), extra slashes dropped */
+    char *slash = strrchr(cwd, '/');
+    T_TRUE(slash != NULL);
+    T_OK_ERR(
+        parse(&cfg, "destination", "{\"catalog\": {\"warehouse\": \"../up//wh/./x/..\"}}", &err),
+        &err);
+    snprintf(want, sizeof(want), "file://%.*s/up/wh", (int)(slash - cwd), cwd);
+    T_EQ_STR(cfg.destination.catalog.warehouse, want);
+    firn_config_free(&cfg);
+    T_OK_ERR(parse(&cfg, "destination", "{\"catalog\": {\"warehouse\": \"/a/../../b/\"}}", &err),
+             &err);
+    T_EQ_STR(cfg.destination.catalog.warehouse, "file:///b");
+    firn_config_free(&cfg);
+}
+
 T_TEST(streams_round_trip)
 {
     set_test_env();
@@ -743,6 +813,8 @@ T_MAIN(T_CASE(olake_files_load),
        T_CASE(streams_checks),
        T_CASE(standalone_source_rejects_cdc_streams),
        T_CASE(state_round_trip_atomic),
+       T_CASE(state_without_lsn_is_null),
+       T_CASE(relative_paths_resolve_against_working_folder),
        T_CASE(streams_round_trip),
        T_CASE(spec_covers_every_file),
        T_CASE(conninfo_and_helpers))
