@@ -228,8 +228,21 @@ static char *default_object_name(const char *database)
     return firn_strdup(buf);
 }
 
+/* Below this chunk_size the backfill's files get small: each chunk writes its own (at least
+ * one per chunk that has rows, eng_backfill.c), so readers open many. */
+#define CHUNK_WARN_BYTES ((uint64_t)8 << 20)
+
 firn_rc firn__cfg_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err)
 {
+    if (firn__cfg_was_set(ctx, &s->chunk_bytes) && s->chunk_bytes > 0 &&
+        s->chunk_bytes < CHUNK_WARN_BYTES)
+        firn__cfg_warn(ctx,
+                       "\"%s\" is %llu bytes: the backfill writes at least one data file per "
+                       "chunk (a 1 GiB table: about %llu files, each opened by every reader); "
+                       "8MiB or more keeps the files few (default 64MiB)",
+                       seen_path(ctx, &s->chunk_bytes, "chunk_size"),
+                       (unsigned long long)s->chunk_bytes,
+                       (unsigned long long)((1ull << 30) / s->chunk_bytes));
     if (!s->host && !s->uri)
         return firn__cfg_fail(ctx, err, "missing required key \"host\" (or \"uri\")");
     if (!s->database && !s->uri)

@@ -633,6 +633,32 @@ T_TEST(relative_paths_resolve_against_working_folder)
     firn_config_free(&cfg);
 }
 
+/* A chunk_size under 8 MiB is taken, with a warning that the backfill then writes many small
+ * files; the default and larger sizes say nothing. */
+T_TEST(small_chunk_size_warns)
+{
+    static const char *base = "{\"host\": \"h\", \"database\": \"d\", \"username\": \"u\"";
+    char text[256];
+    firn_config cfg = {0};
+    firn_err err = {0};
+    snprintf(text, sizeof(text), "%s, \"chunk_size\": \"1MiB\"}", base);
+    T_OK_ERR(parse(&cfg, "source", text, &err), &err);
+    T_EQ_UINT(cfg.source.chunk_bytes, 1u << 20);
+    T_EQ_UINT(cfg.warnings.count, 1);
+    T_EQ_STR(cfg.warnings.items[0],
+             "source.json: \"chunk_size\" is 1048576 bytes: the backfill writes at least one data "
+             "file per chunk (a 1 GiB table: about 1024 files, each opened by every reader); 8MiB "
+             "or more keeps the files few (default 64MiB)");
+    firn_config_free(&cfg);
+    const char *quiet[] = {"}", ", \"chunk_size\": \"8MiB\"}", ", \"chunk_size\": \"1GiB\"}"};
+    for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+        snprintf(text, sizeof(text), "%s%s", base, quiet[i]);
+        T_OK_ERR(parse(&cfg, "source", text, &err), &err);
+        T_EQ_UINT(cfg.warnings.count, 0);
+        firn_config_free(&cfg);
+    }
+}
+
 T_TEST(streams_round_trip)
 {
     set_test_env();
@@ -815,6 +841,7 @@ T_MAIN(T_CASE(olake_files_load),
        T_CASE(state_round_trip_atomic),
        T_CASE(state_without_lsn_is_null),
        T_CASE(relative_paths_resolve_against_working_folder),
+       T_CASE(small_chunk_size_warns),
        T_CASE(streams_round_trip),
        T_CASE(spec_covers_every_file),
        T_CASE(conninfo_and_helpers))
