@@ -195,6 +195,51 @@ def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: flo
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading a synced table back (shared by the test_engine_* files)
+
+def compare_table(fe: FirnEnv, conn, duck, source_table: str, table: str | None = None,
+                  key: int | None = 0, skip: Sequence[str] = (),
+                  namespace: str = NAMESPACE) -> list[tuple]:
+    """Asserts that Iceberg table namespace.table (default: named like the source table) equals
+    source table `source_table` on the table's columns (metadata columns and `skip` left out),
+    read by pyiceberg and by DuckDB, row by row, value by value, and by full-row hash; returns
+    the canonical source rows."""
+    table = table or source_table
+    ice = fe.catalog().load_table(f"{namespace}.{table}")
+    schema = ice.schema()
+    names = [f.name for f in schema.fields if f.name not in META_COLUMNS and f.name not in skip]
+    expected = sorted(source_rows(conn, source_table, schema, names), key=repr)
+    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
+                          ("duckdb", fe.duckdb_arrow(duck, table, namespace))):
+        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
+        actual = sorted(arrow_rows(arrow, names), key=repr)
+        diff = diff_rows(want, actual, key=key, names=names)
+        assert not diff, f"{reader} reads {table} differently from {source_table}:\n{diff}"
+        assert rows_hash(actual) == rows_hash(want)
+    return expected
+
+
+def iceberg_ids(fe: FirnEnv, table: str, namespace: str = NAMESPACE) -> list[int]:
+    """The sorted values of column "id" of Iceberg table namespace.table (pyiceberg)."""
+    return sorted(fe.catalog().load_table(f"{namespace}.{table}").scan(
+        selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def stream_stats(fe: FirnEnv, table: str) -> dict:
+    """The entry of Iceberg table `table` ("ns.name") in the run's stats.json."""
+    doc = json.loads((fe.root / "stats.json").read_text())
+    return next(s for s in doc["streams"] if s["table"] == table)
+
+
+def slot_active(conn, slot: str = "firn_e2e") -> bool:
+    """The replication slot is in use: firn started streaming (past its checks of the
+    tables)."""
+    row = conn.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s",
+                       (slot,)).fetchone()
+    return bool(row and row[0])
+
+
+# ---------------------------------------------------------------------------------------------
 # Canonical values: the Arrow side
 
 def _f32(x: float) -> float:

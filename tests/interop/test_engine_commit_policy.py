@@ -10,8 +10,7 @@ from __future__ import annotations
 import signal
 import time
 
-from firnutil import FirnEnv, stop_process, wait_for
-from test_engine_e2e import compare_table
+from firnutil import FirnEnv, compare_table, stop_process, wait_for
 
 SCHEMA = """
 CREATE TABLE fast (id int PRIMARY KEY, v text);

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows, stop_process, wait_for)
+from firnutil import META_COLUMNS, FirnEnv, compare_table, stop_process, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "data" / "type_corpus.sql"
@@ -62,25 +61,6 @@ def type_name(t) -> str:
         return "struct<" + ", ".join(f"{f.name}: {type_name(f.field_type)}"
                                      for f in t.fields) + ">"
     return str(t)
-
-
-def compare_table(fe: FirnEnv, conn, duck, source_table: str, table: str | None = None,
-                  key: int | None = 0) -> list[tuple]:
-    """Asserts that the Iceberg table equals the source table (pyiceberg and DuckDB), row by
-    row, value by value, and by full-row hash; returns the canonical source rows."""
-    table = table or source_table
-    ice = fe.catalog().load_table(f"e2e.{table}")
-    schema = ice.schema()
-    names = [f.name for f in schema.fields if f.name not in META_COLUMNS]
-    expected = sorted(source_rows(conn, source_table, schema, names), key=repr)
-    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
-                          ("duckdb", fe.duckdb_arrow(duck, table))):
-        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
-        actual = sorted(arrow_rows(arrow, names), key=repr)
-        diff = diff_rows(want, actual, key=key, names=names)
-        assert not diff, f"{reader} reads {table} differently from the source:\n{diff}"
-        assert rows_hash(actual) == rows_hash(want)
-    return expected
 
 
 def load_corpus(conn):

@@ -9,36 +9,13 @@ stream that never synced and names no table (a misspelt name) is a configuration
 at `firn check` and at `firn sync`, before anything is written."""
 from __future__ import annotations
 
-import json
-
-from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows)
+from firnutil import FirnEnv, compare_table, stream_stats
 
 NS = "e2e"
 
 
-def compare(fe: FirnEnv, conn, duck, source: str, table: str) -> None:
-    """Iceberg table NS.table equals source table `source` on the source's columns."""
-    ice = fe.catalog().load_table(f"{NS}.{table}")
-    schema = ice.schema()
-    names = [f.name for f in schema.fields if f.name not in META_COLUMNS]
-    expected = sorted(source_rows(conn, source, schema, names), key=repr)
-    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
-                          ("duckdb", fe.duckdb_arrow(duck, table))):
-        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
-        actual = sorted(arrow_rows(arrow, names), key=repr)
-        diff = diff_rows(want, actual, key=0, names=names)
-        assert not diff, f"{reader} reads {table} differently from {source}:\n{diff}"
-        assert rows_hash(actual) == rows_hash(want)
-
-
 def error_lines(proc) -> list[str]:
     return [ln for ln in proc.stderr.splitlines() if ln.startswith("firn: ")]
-
-
-def stream_stats(fe: FirnEnv, table: str) -> dict:
-    doc = json.loads((fe.root / "stats.json").read_text())
-    return next(s for s in doc["streams"] if s["table"] == table)
 
 
 def check(fe: FirnEnv):
@@ -80,7 +57,7 @@ def test_renamed_and_dropped_tables_stop_only_their_streams(pg, pg_db, firn_bin,
             assert error_lines(proc) == [f"firn: {line_r}"], proc.stderr[-4000:]
             assert proc.stderr.count("was renamed to") == 2, proc.stderr[-4000:]
             assert line_d in proc.stderr, proc.stderr[-4000:]
-            compare(fe, conn, duck, "o", "o")
+            compare_table(fe, conn, duck, "o", "o")
             assert stream_stats(fe, f"{NS}.r").get("stopped_at_schema_change")
             assert stream_stats(fe, f"{NS}.d").get("stopped_at_schema_change")
             assert not stream_stats(fe, f"{NS}.o").get("stopped_at_schema_change")
@@ -107,12 +84,12 @@ def test_renamed_and_dropped_tables_stop_only_their_streams(pg, pg_db, firn_bin,
         fe.write_streams(["o", ("r2", {"target_table": "r"})])
         proc = fe.sync(check=False)
         assert proc.returncode == 0, proc.stderr[-4000:]
-        compare(fe, conn, duck, "r2", "r")  # nothing made while r was stopped is lost
-        compare(fe, conn, duck, "o", "o")
+        compare_table(fe, conn, duck, "r2", "r")  # nothing made while r was stopped is lost
+        compare_table(fe, conn, duck, "o", "o")
         conn.execute("UPDATE r2 SET v = 'later' WHERE id = 7; INSERT INTO o VALUES (20, 'x')")
         fe.sync()
-        compare(fe, conn, duck, "r2", "r")
-        compare(fe, conn, duck, "o", "o")
+        compare_table(fe, conn, duck, "r2", "r")
+        compare_table(fe, conn, duck, "o", "o")
         assert check(fe).returncode == 0
 
 

@@ -11,8 +11,7 @@ import shutil
 import signal
 import time
 
-from firnutil import FirnEnv, stop_process, wait_for
-from test_engine_e2e import compare_table
+from firnutil import FirnEnv, compare_table, stop_process, wait_for
 
 SCHEMA = """
 CREATE TABLE big (id int8 PRIMARY KEY, v int4, note text);

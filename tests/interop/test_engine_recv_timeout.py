@@ -11,30 +11,10 @@ import os
 import signal
 import time
 
-from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows, stop_process, wait_for)
+from firnutil import FirnEnv, compare_table, iceberg_ids, stop_process, wait_for
 
 NS = "e2e"
 SLOT = "firn_e2e"
-
-
-def compare(fe: FirnEnv, conn, duck, table: str) -> None:
-    ice = fe.catalog().load_table(f"{NS}.{table}")
-    schema = ice.schema()
-    names = [f.name for f in schema.fields if f.name not in META_COLUMNS]
-    expected = sorted(source_rows(conn, table, schema, names), key=repr)
-    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
-                          ("duckdb", fe.duckdb_arrow(duck, table))):
-        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
-        actual = sorted(arrow_rows(arrow, names), key=repr)
-        diff = diff_rows(want, actual, key=0, names=names)
-        assert not diff, f"{reader} reads {table} differently from the source:\n{diff}"
-        assert rows_hash(actual) == rows_hash(want)
-
-
-def iceberg_ids(fe: FirnEnv, table: str) -> list[int]:
-    return sorted(fe.catalog().load_table(f"{NS}.{table}").scan(
-        selected_fields=("id",)).to_arrow().column("id").to_pylist())
 
 
 def slot(conn):
@@ -86,5 +66,5 @@ def test_silent_walsender_ends_the_run(pg, pg_db, firn_bin, duck, tmp_path):
         assert conn.execute("SELECT confirmed_flush_lsn <= %s FROM pg_replication_slots "
                             "WHERE slot_name = %s", (before, SLOT)).fetchone()[0]
         fe.sync()
-        compare(fe, conn, duck, "t")
+        compare_table(fe, conn, duck, "t")
         assert iceberg_ids(fe, "t") == [1, 2, 3, 4, 5]

@@ -12,42 +12,10 @@ import json
 import os
 import signal
 
-from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows, stop_process, wait_for)
+from firnutil import (FirnEnv, compare_table, iceberg_ids, slot_active, stop_process,
+                      stream_stats, wait_for)
 
 NS = "e2e"
-
-
-def compare(fe: FirnEnv, conn, duck, source: str, table: str) -> None:
-    """Iceberg table NS.table equals source table `source` on the source's columns."""
-    ice = fe.catalog().load_table(f"{NS}.{table}")
-    schema = ice.schema()
-    names = [f.name for f in schema.fields if f.name not in META_COLUMNS]
-    expected = sorted(source_rows(conn, source, schema, names), key=repr)
-    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
-                          ("duckdb", fe.duckdb_arrow(duck, table))):
-        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
-        actual = sorted(arrow_rows(arrow, names), key=repr)
-        diff = diff_rows(want, actual, key=0, names=names)
-        assert not diff, f"{reader} reads {table} differently from {source}:\n{diff}"
-        assert rows_hash(actual) == rows_hash(want)
-
-
-def iceberg_ids(fe: FirnEnv, table: str) -> list[int]:
-    return sorted(fe.catalog().load_table(f"{NS}.{table}").scan(
-        selected_fields=("id",)).to_arrow().column("id").to_pylist())
-
-
-def stream_stats(fe: FirnEnv, table: str) -> dict:
-    doc = json.loads((fe.root / "stats.json").read_text())
-    return next(s for s in doc["streams"] if s["table"] == table)
-
-
-def streaming(conn) -> bool:
-    """The slot is active: firn started replication (past its checks of the tables by name)."""
-    row = conn.execute("SELECT active FROM pg_replication_slots "
-                       "WHERE slot_name = 'firn_e2e'").fetchone()
-    return bool(row and row[0])
 
 
 def write_streams(fe: FirnEnv, selected: dict) -> None:
@@ -70,7 +38,7 @@ def test_table_renamed_while_following(pg, pg_db, firn_bin, duck, tmp_path):
         fe.sync()
         proc = fe.start_follow()
         try:
-            wait_for(lambda: streaming(conn), 60, what="firn to stream")
+            wait_for(lambda: slot_active(conn), 60, what="firn to stream")
             conn.execute("INSERT INTO r VALUES (6, 'before')")
             conn.execute("UPDATE m SET v = 'before' WHERE id = 1")
             # The old name and the new one in one transaction, then changes under the new name.
@@ -109,7 +77,7 @@ def test_table_renamed_while_following(pg, pg_db, firn_bin, duck, tmp_path):
                   '\\"target_namespace\\": \\"e2e\\"; then run firn sync')
         assert line_r in log, log[-3000:]
         assert line_m in log, log[-3000:]
-        compare(fe, conn, duck, "o", "o")
+        compare_table(fe, conn, duck, "o", "o")
         # Nothing of a renamed table's changes was written under its old stream: up to the change.
         assert iceberg_ids(fe, "m") == [1, 2, 3, 4, 5]
 
@@ -120,17 +88,17 @@ def test_table_renamed_while_following(pg, pg_db, firn_bin, duck, tmp_path):
         write_streams(fe, {"public": [("r", {}), ("o", {})],
                            "other": [("m", {"target_table": "m", "target_namespace": NS})]})
         fe.sync()
-        compare(fe, conn, duck, "r", "r")
-        compare(fe, conn, duck, "other.m", "m")
-        compare(fe, conn, duck, "o", "o")
+        compare_table(fe, conn, duck, "r", "r")
+        compare_table(fe, conn, duck, "other.m", "m")
+        compare_table(fe, conn, duck, "o", "o")
         assert 8 in iceberg_ids(fe, "r") and 2 not in iceberg_ids(fe, "r")
 
         # Both streams go on as usual.
         conn.execute("UPDATE r SET v = 'later' WHERE id = 8")
         conn.execute("UPDATE other.m SET v = 'later' WHERE id = 6")
         fe.sync()
-        compare(fe, conn, duck, "r", "r")
-        compare(fe, conn, duck, "other.m", "m")
+        compare_table(fe, conn, duck, "r", "r")
+        compare_table(fe, conn, duck, "other.m", "m")
 
 
 def field_ids(fe: FirnEnv, table: str) -> dict[str, int]:
@@ -152,7 +120,7 @@ def test_column_renamed_while_following_and_between_runs(pg, pg_db, firn_bin, du
         ids_s, ids_d = field_ids(fe, "s"), field_ids(fe, "d")
         proc = fe.start_follow()
         try:
-            wait_for(lambda: streaming(conn), 60, what="firn to stream")
+            wait_for(lambda: slot_active(conn), 60, what="firn to stream")
             with conn.transaction():
                 conn.execute("INSERT INTO s VALUES (6, 'before', 6)")
                 conn.execute("ALTER TABLE s RENAME COLUMN a TO a2")
@@ -171,7 +139,7 @@ def test_column_renamed_while_following_and_between_runs(pg, pg_db, firn_bin, du
         assert 'column \\"a\\" renamed to \\"a2\\" on the source while streaming' in log, log
         now_s, now_d = field_ids(fe, "s"), field_ids(fe, "d")
         assert "a" not in now_s and now_s["a2"] == ids_s["a"], (ids_s, now_s)
-        compare(fe, conn, duck, "s", "s")
+        compare_table(fe, conn, duck, "s", "s")
         # d: y was dropped (kept, its values in rows not written since), z is a new field.
         assert now_d["y"] == ids_d["y"] and now_d["z"] > max(ids_d.values()), (ids_d, now_d)
         ice = fe.catalog().load_table(f"{NS}.d").scan().to_arrow().to_pylist()
@@ -186,10 +154,10 @@ def test_column_renamed_while_following_and_between_runs(pg, pg_db, firn_bin, du
         fe.sync()
         now_s = field_ids(fe, "s")
         assert "b" not in now_s and now_s["b2"] == ids_s["b"], (ids_s, now_s)
-        compare(fe, conn, duck, "s", "s")
+        compare_table(fe, conn, duck, "s", "s")
         conn.execute("UPDATE s SET b2 = 88, a2 = 'later' WHERE id = 3")
         fe.sync()
-        compare(fe, conn, duck, "s", "s")
+        compare_table(fe, conn, duck, "s", "s")
 
 
 def test_column_renamed_twice_stops_that_stream(pg, pg_db, firn_bin, duck, tmp_path):
@@ -206,7 +174,7 @@ def test_column_renamed_twice_stops_that_stream(pg, pg_db, firn_bin, duck, tmp_p
         fe.sync()
         proc = fe.start_follow()
         try:
-            wait_for(lambda: streaming(conn), 60, what="firn to stream")
+            wait_for(lambda: slot_active(conn), 60, what="firn to stream")
             # firn is paused while both renames commit, so it reads the first with the
             # catalog already at the second.
             os.kill(proc.pid, signal.SIGSTOP)
@@ -232,8 +200,8 @@ def test_column_renamed_twice_stops_that_stream(pg, pg_db, firn_bin, duck, tmp_p
         fe.catalog().drop_table(f"{NS}.s")
         # The copy holds the changes the slot replays under the in-between name: skipped.
         fe.sync()
-        compare(fe, conn, duck, "s", "s")
-        compare(fe, conn, duck, "o", "o")
+        compare_table(fe, conn, duck, "s", "s")
+        compare_table(fe, conn, duck, "o", "o")
         conn.execute("UPDATE s SET a3 = 400 WHERE id = 4")
         fe.sync()
-        compare(fe, conn, duck, "s", "s")
+        compare_table(fe, conn, duck, "s", "s")

@@ -9,42 +9,16 @@ run exits 3 when stopped with one line naming the table, the column, the types a
 the next run says the same; dropping the Iceberg table copies it again."""
 from __future__ import annotations
 
-import json
 import pytest
 
-from firnutil import (META_COLUMNS, FirnEnv, arrow_rows, diff_rows, pyiceberg_view, rows_hash,
-                      source_rows, stop_process, wait_for)
+from firnutil import (FirnEnv, compare_table, iceberg_ids, stop_process, stream_stats,
+                      wait_for)
 
 NS = "e2e"
 
 
-def compare(fe: FirnEnv, conn, duck, table: str, skip: tuple[str, ...] = ()) -> None:
-    """The Iceberg table equals the source table on the source's columns (pyiceberg, DuckDB)."""
-    ice = fe.catalog().load_table(f"{NS}.{table}")
-    schema = ice.schema()
-    names = [f.name for f in schema.fields if f.name not in META_COLUMNS and f.name not in skip]
-    expected = sorted(source_rows(conn, table, schema, names), key=repr)
-    for reader, arrow in (("pyiceberg", ice.scan().to_arrow()),
-                          ("duckdb", fe.duckdb_arrow(duck, table))):
-        want = pyiceberg_view(expected, schema, names) if reader == "pyiceberg" else expected
-        actual = sorted(arrow_rows(arrow, names), key=repr)
-        diff = diff_rows(want, actual, key=0, names=names)
-        assert not diff, f"{reader} reads {table} differently from the source:\n{diff}"
-        assert rows_hash(actual) == rows_hash(want)
-
-
-def iceberg_ids(fe: FirnEnv, table: str) -> list[int]:
-    return sorted(fe.catalog().load_table(f"{NS}.{table}").scan(
-        selected_fields=("id",)).to_arrow().column("id").to_pylist())
-
-
 def source_ids(conn, table: str) -> list[int]:
     return [r[0] for r in conn.execute(f"SELECT id FROM {table} ORDER BY id").fetchall()]
-
-
-def stream_stats(fe: FirnEnv, table: str) -> dict:
-    doc = json.loads((fe.root / "stats.json").read_text())
-    return next(s for s in doc["streams"] if s["table"] == table)
 
 
 def follow(fe: FirnEnv):
@@ -127,9 +101,9 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         assert str(fields["v"].field_type) == "string"
         assert str(fields["d"].field_type) == "decimal(14, 2)"
         assert not fields["gone"].required
-        compare(fe, conn, duck, "s", skip=("gone",))
-        compare(fe, conn, duck, "o")
-        compare(fe, conn, duck, "k")
+        compare_table(fe, conn, duck, "s", skip=("gone",))
+        compare_table(fe, conn, duck, "o")
+        compare_table(fe, conn, duck, "k")
         assert str(fields["id"].field_type) == "long"
         # The dropped column: kept, its values up to the drop, null in rows written after it.
         rows = {r["id"]: r["gone"] for r in ice.scan(selected_fields=("id", "gone"))
@@ -140,7 +114,7 @@ def test_schema_changes_taken_while_following(pg, pg_db, firn_bin, duck, tmp_pat
         # A catch-up run afterwards changes nothing, and takes changes as usual.
         conn.execute("INSERT INTO s VALUES (17, 17, 'again', 6.5, 12)")
         fe.sync()
-        compare(fe, conn, duck, "s", skip=("gone",))
+        compare_table(fe, conn, duck, "s", skip=("gone",))
 
 
 def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, tmp_path):
@@ -179,7 +153,7 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
         assert iceberg_ids(fe, "w") == [1]
         status = fe.run("status", *fe.sync_args, check=True).stdout
         assert "stopped at a schema change" in status, status
-        compare(fe, conn, duck, "o")
+        compare_table(fe, conn, duck, "o")
 
         # The next run keeps that stream stopped, on the same line, and the other one going.
         conn.execute("INSERT INTO o VALUES (3, 'next run')")
@@ -194,12 +168,12 @@ def test_incompatible_type_change_stops_that_stream(pg, pg_db, firn_bin, duck, t
         fe.catalog().drop_table(f"{NS}.w")
         conn.execute("UPDATE o SET v = 'o3' WHERE id = 1")
         fe.sync()
-        compare(fe, conn, duck, "s")
-        compare(fe, conn, duck, "o")
-        compare(fe, conn, duck, "w")
+        compare_table(fe, conn, duck, "s")
+        compare_table(fe, conn, duck, "o")
+        compare_table(fe, conn, duck, "w")
         conn.execute("INSERT INTO s VALUES (8, 'eight', 'later')")
         fe.sync()
-        compare(fe, conn, duck, "s")
+        compare_table(fe, conn, duck, "s")
 
 
 def test_composite_key_widened_between_runs(pg, pg_db, firn_bin, duck, tmp_path):
@@ -218,4 +192,4 @@ def test_composite_key_widened_between_runs(pg, pg_db, firn_bin, duck, tmp_path)
         conn.execute("UPDATE s SET v = 'b' WHERE id = 1")
         conn.execute("DELETE FROM s WHERE id = 3")
         fe.sync()
-        compare(fe, conn, duck, "s")
+        compare_table(fe, conn, duck, "s")
