@@ -382,7 +382,8 @@ FIRN_MUST_CHECK firn_rc firn_pgo_stream_start(firn_pgo_stream *s,
                                               firn_err *err);
 
 /** Delivers the next event of a committed transaction, waiting at most timeout_ms (0: do not
- * wait); ev->type 0 when nothing arrived in time. The receiver thread answers the server
+ * wait); ev->type 0 when nothing arrived in time, or at once after a keepalive that asks for a
+ * reply (firn_pgo_stream_take_reply_request). The receiver thread answers the server
  * meanwhile, also between calls however far apart. Errors: FIRN_ERR_NETWORK
  * (connection dropped: restart the stream, nothing is lost), FIRN_ERR_SOURCE (server error,
  * e.g. slot invalidated), FIRN_ERR_PROTOCOL (undecodable message), FIRN_ERR_IO (spill file).
@@ -402,6 +403,14 @@ void firn_pgo_stream_confirm(firn_pgo_stream *s, uint64_t flushed_lsn);
 /** Sends a standby status update now (e.g. before a long pause); once streaming, the receiver
  * thread sends it. Errors: FIRN_ERR_NETWORK (before streaming only). */
 FIRN_MUST_CHECK firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err *err);
+
+/** True once after the server sent a keepalive asking for a reply, counted when the messages
+ * before it were handed out by firn_pgo_stream_next (then clears the flag). A walsender asks
+ * only when it heard nothing for half of wal_sender_timeout, or, over and over, while the server
+ * shuts down: it then waits until the flush position reaches everything it sent (PostgreSQL's
+ * walsender.c WalSndDone), so the caller should commit what it buffers and confirm it instead of
+ * holding the shutdown (and every new connection) until its next commit. Engine thread only. */
+bool firn_pgo_stream_take_reply_request(firn_pgo_stream *s);
 
 /** The relation with id relid as currently known, or NULL (borrowed). */
 const firn_pgo_rel *firn_pgo_stream_rel(const firn_pgo_stream *s, uint32_t relid);

@@ -1246,9 +1246,17 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
                 break;
             continue;
         }
-        /* Idle: commit what waits when the interval passed; a catch-up run ends here. */
-        if (!c.in_txn && !buffers_empty(e))
+        /* Idle: commit what waits when the interval passed, or at once when the server asks
+         * for the position (a shutdown waits for it: firn_pgo_stream_take_reply_request); a
+         * catch-up run ends here. */
+        if (firn_pgo_stream_take_reply_request(s) && !c.in_txn && !buffers_empty(e)) {
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "the server asked for the confirmed position (a shutdown waits for it): "
+                     "committing what is buffered now");
+            rc = flush_all(&c, err);
+        } else if (!c.in_txn && !buffers_empty(e)) {
             rc = flush_due(&c, firn_monotonic_ns(), err);
+        }
         bool done = false;
         if (rc == FIRN_OK && !follow)
             rc = caught_up(&c, &done, err);

@@ -104,7 +104,8 @@ static firn_rc check_partition(const firn_stream_config *s,
     if (!f)
         return firn_err_set(err, FIRN_ERR_CONFIG,
                             "stream \"%s.%s\": partition \"%s\": column \"%s\" does not exist in "
-                            "the table",
+                            "the table; name another column in \"partition\" or leave it out "
+                            "(a table already created keeps its partition spec)",
                             s->namespace, s->name, expr, p->column);
     firn_ptype out;
     firn_err ignored = {0};

@@ -653,6 +653,27 @@ static firn_rc recopy_after_lost_slot(firn__engine *e, firn_err *err)
     return FIRN_OK;
 }
 
+/* A slot the user manages (create_slot false) is gone while tables hold streamed changes: a new
+ * slot would resume after a gap silently, so the preflight's "create it" is not the remedy.
+ * Name the table and the one that is: let firn create the slot and copy the tables again. */
+static firn_rc lost_user_slot(firn__engine *e, firn_err *err)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (!t->cdc || t->needs_backfill || t->committed_lsn == 0)
+            continue;
+        return firn_err_set(err, FIRN_ERR_NOT_FOUND,
+                            "replication slot \"%s\" does not exist, but table \"%s\" holds "
+                            "changes up to %X/%X and the changes made since are lost with the "
+                            "slot; set \"create_slot\": true in the source file to have firn "
+                            "create it and copy the tables again (a slot created by hand resumes "
+                            "without those changes)",
+                            e->cfg->source.slot, t->display, (unsigned)(t->committed_lsn >> 32),
+                            (unsigned)t->committed_lsn);
+    }
+    return FIRN_OK;
+}
+
 /* True when some table's initial copy is pending; warns about the append-mode ones that a
  * copy outside the slot's snapshot may duplicate changes in. */
 static bool pending_backfill(const firn__engine *e)
@@ -750,6 +771,8 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
     firn_rc rc = FIRN_OK;
     bool have_slot = slot_exists(e, src->slot, err, &rc);
     firn_pgo_report rep = {0};
+    if (rc == FIRN_OK && !have_slot && !src->create_slot)
+        rc = lost_user_slot(e, err);
     if (rc == FIRN_OK)
         rc = firn_pgo_stream_preflight(s, tabs, n, !have_slot && src->create_slot, &rep, err);
     if (rc == FIRN_OK)

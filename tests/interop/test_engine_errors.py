@@ -125,6 +125,29 @@ def test_missing_slot(fe, pg):
                 "pg_create_logical_replication_slot('no_such_slot', 'pgoutput')") in line, line
 
 
+def test_user_slot_dropped_after_sync(fe, pg, pg_db):
+    """A slot the user manages (create_slot false) dropped after the table got changes from it:
+    "create it" is not the remedy (a new slot resumes after a gap, silently); the line names
+    the table and create_slot, which copies the table again."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot('user_slot', 'pgoutput')")
+    fe.write_source(pg, slot="user_slot", create_slot=False)
+    fe.sync()
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("INSERT INTO t VALUES (2, 'b')")
+    fe.sync()
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("SELECT pg_drop_replication_slot('user_slot')")
+        conn.execute("INSERT INTO t VALUES (3, 'c')")
+    line = one_error(run(fe, "sync", *fe.sync_args), 3)
+    assert ('replication slot "user_slot" does not exist, but table "e2e.t" holds changes up '
+            "to ") in line and '"create_slot": true' in line, line
+    fe.write_source(pg, slot="user_slot", create_slot=True)
+    fe.sync()
+    rows = fe.pyiceberg_arrow("t").select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b"), (3, "c")], rows
+
+
 def test_missing_publication(fe, pg):
     fe.write_source(pg, publication="no_such_pub", create_publication=False)
     for args in (["check", "--source", str(fe.source), "--streams", str(fe.streams)],

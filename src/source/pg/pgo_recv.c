@@ -77,6 +77,7 @@ static void add(batch *b, const firn_pgo_copy *c, char *buf)
     it->buf = buf;
     it->wal_start = c->wal_start;
     it->wal_end = c->wal_end;
+    it->reply_requested = c->kind == 'k' && c->reply_requested;
     if (c->kind == 'w') {
         it->payload = c->payload.ptr;
         it->len = c->payload.len;

@@ -354,6 +354,7 @@ static firn_rc handle_item(firn_pgo_stream *s, const firn__pgo_item *it, firn_er
     if (it->kind == 'k') {
         if (firn__pgo_sess_idle(&s->sess) && it->wal_end > s->idle_wal_end)
             s->idle_wal_end = it->wal_end;
+        s->reply_asked |= it->reply_requested;
         return FIRN_OK;
     }
     s->bytes_received += it->len;
@@ -369,23 +370,34 @@ static firn_rc handle_item(firn_pgo_stream *s, const firn__pgo_item *it, firn_er
     return rc;
 }
 
-/* The copy stream ended: the server's reason, or a lost connection. */
+/* The copy stream ended: the server's reason, or a lost connection. Both lines name the server
+ * and the slot and say what to do: a server restart ends the stream too (a fast shutdown ends it
+ * cleanly, an immediate one or a crash drops the connection). */
 firn_rc firn__pgo_stream_ended(firn_pgo_stream *s, int r, firn_err *err)
 {
+    const char *host = PQhost(s->conn), *port = PQport(s->conn);
     if (r == -2 || PQstatus(s->conn) == CONNECTION_BAD) {
         char line[256]; /* libpq's message has several lines ("\n\tThis probably means ...") */
         firn__pg_one_line(PQerrorMessage(s->conn), line, sizeof(line));
+        size_t n = strlen(line);
+        while (n > 0 && (line[n - 1] == '.' || line[n - 1] == ';'))
+            line[--n] = '\0';
         return firn_err_set(err, FIRN_ERR_NETWORK,
-                            "replication connection lost: %s; restart the stream (it resumes at "
-                            "the last confirmed position)",
-                            line);
+                            "replication connection of slot \"%s\" to the server at %s:%s lost: "
+                            "%s; run firn sync again once the server is up (it resumes at the "
+                            "last confirmed position)",
+                            s->cfg.slot_name, host ? host : "", port ? port : "", line);
     }
     PGresult *res = PQgetResult(s->conn);
     firn_rc rc;
     if (PQresultStatus(res) == PGRES_FATAL_ERROR)
         rc = firn__pgo_result_error(res, s->conn, "continue replication", err);
     else
-        rc = firn_err_set(err, FIRN_ERR_SOURCE, "the server ended the replication stream");
+        rc = firn_err_set(err, FIRN_ERR_SOURCE,
+                          "the server at %s:%s ended the replication stream of slot \"%s\" (it "
+                          "is shutting down or restarting); run firn sync again once the server "
+                          "is up (it resumes at the last confirmed position)",
+                          host ? host : "", port ? port : "", s->cfg.slot_name);
     PQclear(res);
     return rc;
 }
@@ -409,11 +421,19 @@ firn_rc firn_pgo_stream_next(firn_pgo_stream *s, int timeout_ms, firn_pgo_event 
         }
         if (!it)
             return FIRN_OK;
+        const bool asks = it->reply_requested;
         rc = handle_item(s, it, err);
         firn__pgo_item_free(it);
-        if (rc)
-            return rc;
+        if (rc || asks)
+            return rc; /* a keepalive that asks: the caller sees an idle moment at once */
     }
+}
+
+bool firn_pgo_stream_take_reply_request(firn_pgo_stream *s)
+{
+    const bool asked = s->reply_asked;
+    s->reply_asked = false;
+    return asked;
 }
 
 const firn_pgo_rel *firn_pgo_stream_rel(const firn_pgo_stream *s, uint32_t relid)

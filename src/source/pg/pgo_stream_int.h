@@ -26,6 +26,7 @@ typedef struct firn__pgo_item {
     uint64_t wal_start;
     uint64_t wal_end;
     uint8_t kind;
+    bool reply_requested; /* a keepalive that asks for the position at once */
 } firn__pgo_item;
 
 /* The receiver thread (pgo_recv.c). mu guards the queue and the flags; report_lsn is written by
@@ -59,6 +60,7 @@ struct firn_pgo_stream {
     firn__pgo_sess sess;
     uint64_t received_lsn;  /* start of the last XLogData received */
     uint64_t idle_wal_end;  /* highest server WAL end seen in a keepalive while idle */
+    bool reply_asked;       /* a keepalive asked for a reply since the engine last looked */
     uint64_t confirmed_lsn; /* what the engine confirmed */
     uint64_t flushed_lsn;   /* what was last reported as flushed (before the receiver starts) */
     int64_t status_interval_ns;
