@@ -66,7 +66,7 @@ void firn_pg_copy_free(firn_pg_copy *d)
 
 firn_rc firn_pg_copy_flush(firn_pg_copy *d, firn_err *err)
 {
-    return firn__pg_stage_flush(d->stage, d->batch, d->cols, d->stage_lsn, err);
+    return firn__pg_stage_flush(d->stage, d->batch, d->cols, d->stage_lsn, &d->stats, err);
 }
 
 void firn_pg_copy_set_batch(firn_pg_copy *d, firn_batch *batch)
@@ -122,7 +122,7 @@ static firn_rc stage_tuple(
     if (staged > 0 && (lsn != d->stage_lsn || firn__pg_stage_full(d->stage)))
         FIRN_TRY(firn_pg_copy_flush(d, err));
     d->stage_lsn = lsn;
-    return firn__pg_stage_row(d->stage, p, len, used, &d->stats, err);
+    return firn__pg_stage_row(d->stage, p, len, used, err);
 }
 
 /* Consumes one unit (header, some extension bytes, a tuple, the trailer) at p; *used is 0 when

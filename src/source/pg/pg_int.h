@@ -91,19 +91,23 @@ size_t firn__pg_stage_rows(const firn__pg_stage *s);
 bool firn__pg_stage_full(const firn__pg_stage *s);
 /** Drops the staged rows. */
 void firn__pg_stage_clear(firn__pg_stage *s);
-/** Decodes the tuple at p (len >= 2 bytes available; its field count first, already checked
- * against the table's columns) into the next staged row: *used is its length, or 0 when it is
- * not complete yet (nothing staged then). A negative field length or a bad value is
- * FIRN_ERR_PARSE (the column named) and drops every staged row. */
-FIRN_MUST_CHECK firn_rc firn__pg_stage_row(firn__pg_stage *s,
-                                           const uint8_t *p,
-                                           size_t len,
-                                           size_t *used,
-                                           firn_pg_decode_stats *stats,
-                                           firn_err *err);
-/** Appends the staged rows to b (cols[i]: the batch column of table column i) as rows of
- * operation FIRN_OP_READ at position lsn, and empties the stage. Errors as firn_batch_end_rows. */
-FIRN_MUST_CHECK firn_rc firn__pg_stage_flush(
-    firn__pg_stage *s, firn_batch *b, firn_column *const *cols, uint64_t lsn, firn_err *err);
+/** Stages the tuple at p (len >= 2 bytes available; its field count first, already checked
+ * against the table's columns): its bytes are kept and its fields framed; values are decoded at
+ * the flush. *used is its length, or 0 when it is not complete yet (nothing staged then). A
+ * negative field length is FIRN_ERR_PARSE and drops every staged row; more than 4 GiB of staged
+ * bytes (impossible while the caller flushes when firn__pg_stage_full) is FIRN_ERR_TOO_LARGE. */
+FIRN_MUST_CHECK firn_rc
+firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used, firn_err *err);
+/** Decodes the staged rows column by column and appends them to b (cols[i]: the batch column of
+ * table column i) as rows of operation FIRN_OP_READ at position lsn, counting fallbacks (NaN as
+ * null, clamped timestamps) in stats; empties the stage. A bad value is FIRN_ERR_PARSE naming
+ * the column, with b and stats as they were and every staged row dropped; else errors as
+ * firn_batch_end_rows. */
+FIRN_MUST_CHECK firn_rc firn__pg_stage_flush(firn__pg_stage *s,
+                                             firn_batch *b,
+                                             firn_column *const *cols,
+                                             uint64_t lsn,
+                                             firn_pg_decode_stats *stats,
+                                             firn_err *err);
 
 #endif

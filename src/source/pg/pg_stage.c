@@ -1,21 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Row staging for the binary COPY decoder: up to STAGE_ROWS tuples are decoded column by column
- * into plain typed arrays by a decoder chosen once per column, then appended to the batch in
- * bulk (one firn_column_append_fixed_n per column and one firn_batch_end_rows per stage). The
- * common backfill types (int2/int4/int8/oid/time, bool, float4/float8, date, timestamp(tz),
+/* Row staging for the binary COPY decoder. A tuple is only framed when it arrives: its bytes are
+ * kept as sent and the offset of each field is noted. At the flush (STAGE_ROWS tuples, or
+ * STAGE_RAW_MAX bytes of them) each column is decoded for every staged row in one loop by a
+ * decoder chosen once per column, into plain typed arrays, then appended to the batch in bulk
+ * (one firn_column_append_fixed_n per column and one firn_batch_end_rows per stage): the type
+ * dispatch and its branches are paid once per column per stage, not once per value. The common
+ * backfill types (int2/int4/int8/oid/time, bool, float4/float8, date, timestamp(tz),
  * numeric(p<=18,s), text and bytea) have such decoders; every other type is decoded by
- * firn_pg_value_decode into a side batch and copied over at the flush. Values equal what
+ * firn_pg_value_decode into a side batch and copied over. Every column is decoded before any
+ * value reaches the batch, so a bad value leaves the batch as it was. Values equal what
  * firn_pg_value_decode appends (tests/unit/source_pg/test_pg_stage.c checks both paths). */
 #include "pg_int.h"
 
 #include <string.h>
 
-#define STAGE_ROWS   256
-#define NUMERIC_NEG  0x4000
-#define NUMERIC_NAN  0xC000
-#define NUMERIC_PINF 0xD000
-#define NUMERIC_NINF 0xF000
-#define NBASE        10000
+#define STAGE_ROWS 256
+/* Staged tuple bytes after which the stage is full: offsets stay far below 4 GiB (a tuple is at
+ * most COPY_PENDING_MAX, 2 GiB) and the raw bytes of a stage of short rows stay in the cache. */
+#define STAGE_RAW_MAX ((size_t)8 << 20)
+#define NUMERIC_NEG   0x4000
+#define NUMERIC_NAN   0xC000
+#define NUMERIC_PINF  0xD000
+#define NUMERIC_NINF  0xF000
+#define NBASE         10000
 
 typedef enum stage_kind {
     SK_I16 = 1, /* int2 -> int32 */
@@ -40,15 +47,16 @@ typedef struct stage_col {
     uint8_t *vals;  /* STAGE_ROWS values (zeros for nulls) */
     uint8_t *valid; /* STAGE_ROWS flags, nonzero = present; all 1 while nulls is 0 */
     size_t nulls;
-    uint32_t *off;  /* SK_BYTES: STAGE_ROWS + 1 offsets into bytes */
-    firn_buf bytes; /* SK_BYTES */
-    int64_t limit;  /* SK_DEC64: 10^precision */
+    int64_t limit; /* SK_DEC64: 10^precision */
+    int scale;     /* SK_DEC64: the type's scale */
 } stage_col;
 
 struct firn__pg_stage {
     const firn_pg_table *table;
     stage_col *cols;
     size_t rows;
+    firn_buf raw;     /* the staged tuples' bytes as sent */
+    uint32_t *field;  /* [column * STAGE_ROWS + row]: offset in raw of the field's length word */
     firn_batch *side; /* SK_GENERIC values; NULL when no column needs it */
 };
 
@@ -116,6 +124,8 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
     firn__pg_stage *s = firn_calloc(1, sizeof(*s));
     s->table = t;
     s->cols = firn_calloc(t->n_columns ? t->n_columns : 1, sizeof(*s->cols));
+    s->field = firn_calloc((t->n_columns ? t->n_columns : 1) * STAGE_ROWS, sizeof(uint32_t));
+    firn_buf_init(&s->raw, (size_t)UINT32_MAX);
     for (size_t i = 0; i < t->n_columns; i++) {
         stage_col *c = &s->cols[i];
         c->type = t->columns[i].type;
@@ -123,13 +133,12 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
         c->want = want_len(c->kind);
         c->valid = firn_malloc(STAGE_ROWS);
         memset(c->valid, 1, STAGE_ROWS);
-        firn_buf_init(&c->bytes, (size_t)UINT32_MAX);
         if (c->width)
             c->vals = firn_calloc(STAGE_ROWS, c->width);
-        if (c->kind == SK_BYTES)
-            c->off = firn_calloc(STAGE_ROWS + 1, sizeof(uint32_t));
-        if (c->kind == SK_DEC64)
+        if (c->kind == SK_DEC64) {
             c->limit = POW10[c->type->precision];
+            c->scale = c->type->scale;
+        }
         if (c->kind == SK_GENERIC && !s->side)
             s->side = firn_batch_new(t->schema);
     }
@@ -143,10 +152,10 @@ void firn__pg_stage_free(firn__pg_stage *s)
     for (size_t i = 0; i < s->table->n_columns; i++) {
         firn_free(s->cols[i].vals);
         firn_free(s->cols[i].valid);
-        firn_free(s->cols[i].off);
-        firn_buf_deinit(&s->cols[i].bytes);
     }
     firn_free(s->cols);
+    firn_free(s->field);
+    firn_buf_deinit(&s->raw);
     firn_batch_free(s->side);
     firn_free(s);
 }
@@ -158,7 +167,7 @@ size_t firn__pg_stage_rows(const firn__pg_stage *s)
 
 bool firn__pg_stage_full(const firn__pg_stage *s)
 {
-    return s->rows == STAGE_ROWS;
+    return s->rows == STAGE_ROWS || s->raw.len >= STAGE_RAW_MAX;
 }
 
 void firn__pg_stage_clear(firn__pg_stage *s)
@@ -168,8 +177,12 @@ void firn__pg_stage_clear(firn__pg_stage *s)
         if (c->nulls)
             memset(c->valid, 1, STAGE_ROWS);
         c->nulls = 0;
-        firn_buf_reset(&c->bytes);
     }
+    if (s->raw.cap > 4 * STAGE_RAW_MAX) { /* after a huge tuple: give its memory back */
+        firn_buf_deinit(&s->raw);
+        firn_buf_init(&s->raw, (size_t)UINT32_MAX);
+    }
+    firn_buf_reset(&s->raw);
     if (s->side)
         firn_batch_reset(s->side);
     s->rows = 0;
@@ -214,11 +227,11 @@ static firn_rc dec64(const stage_col *c,
         sign != NUMERIC_NINF)
         return firn__pg_bad_value(t, len, err, "bad numeric sign");
     const uint8_t *dg = p + 8;
+    for (int i = 0; i < nd; i++) { /* first, as decode_decimal: the same message */
+        if (firn__pg_be16(dg + 2 * i) >= NBASE)
+            return firn__pg_bad_value(t, len, err, "numeric digit out of range");
+    }
     if (sign != 0 && sign != NUMERIC_NEG) {
-        for (int i = 0; i < nd; i++) {
-            if (firn__pg_be16(dg + 2 * i) >= NBASE)
-                return firn__pg_bad_value(t, len, err, "numeric digit out of range");
-        }
         if (stats)
             stats->nan_to_null++;
         *null = true;
@@ -229,8 +242,6 @@ static firn_rc dec64(const stage_col *c,
         uint32_t d = firn__pg_be16(dg + 2 * i);
         if (d == 0)
             continue;
-        if (d >= NBASE)
-            return firn__pg_bad_value(t, len, err, "numeric digit out of range");
         int e = 4 * (weight - i) + t->scale;
         if (e >= 0) {
             if (e >= t->precision || (e >= 15 && (int64_t)d >= POW10[18 - e]))
@@ -278,180 +289,221 @@ static firn_rc date_value(const stage_col *c, const uint8_t *p, int32_t *out, fi
     return FIRN_OK;
 }
 
-/* Decodes one present fixed-width value into slot r of c. Stores go through int32_t/int64_t
- * pointers, not bytes: a byte store may alias anything, and the row loop would reload its
- * state after each. */
-static firn_rc stage_fixed(stage_col *c,
-                           size_t r,
-                           const uint8_t *p,
-                           size_t len,
-                           firn_pg_decode_stats *stats,
-                           firn_err *err)
+firn_rc
+firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used, firn_err *err)
 {
-    if (c->want && len != c->want)
-        return firn__pg_bad_value(c->type, len, err, "wrong length");
-    int32_t *v32 = (int32_t *)(void *)c->vals;
-    int64_t *v64 = (int64_t *)(void *)c->vals;
-    bool null = false;
-    switch (c->kind) {
-    case SK_I16:
-        v32[r] = (int16_t)firn__pg_be16(p);
-        break;
-    case SK_I32:
-    case SK_F32:
-        v32[r] = (int32_t)firn__pg_be32(p);
-        break;
-    case SK_I64:
-    case SK_F64:
-        v64[r] = (int64_t)firn__pg_be64(p);
-        break;
-    case SK_OID:
-        v64[r] = (int64_t)firn__pg_be32(p);
-        break;
-    case SK_BOOL:
-        c->vals[r] = p[0] != 0;
-        break;
-    case SK_DATE:
-        FIRN_TRY(date_value(c, p, &v32[r], err));
-        break;
-    case SK_TS:
-        v64[r] = ts_value((int64_t)firn__pg_be64(p), stats);
-        break;
-    case SK_DEC64:
-        FIRN_TRY(dec64(c, p, len, &v64[r], &null, stats, err));
-        break;
-    case SK_BYTES:
-    case SK_GENERIC:
-        return firn_err_set(err, FIRN_ERR_INTERNAL, "not a fixed-width staged column");
+    FIRN_ASSERT(s->rows < STAGE_ROWS && len >= 2 && s->raw.len < STAGE_RAW_MAX);
+    *used = 0;
+    const size_t n_columns = s->table->n_columns;
+    const uint32_t base = (uint32_t)s->raw.len; /* + a tuple's < 2 GiB: no overflow */
+    uint32_t *field = s->field + s->rows;
+    size_t pos = 2; /* <= len throughout */
+    for (size_t i = 0; i < n_columns; i++, field += STAGE_ROWS) {
+        if (len - pos < 4)
+            return FIRN_OK;
+        uint32_t n = firn__pg_be32(p + pos);
+        *field = base + (uint32_t)pos;
+        pos += 4;
+        if (n > len - pos) { /* a null, a negative length, or not all here yet */
+            if (n == UINT32_MAX)
+                continue;
+            if (n > INT32_MAX) {
+                firn__pg_stage_clear(s);
+                return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d",
+                                    (int32_t)n);
+            }
+            return FIRN_OK;
+        }
+        pos += n;
     }
-    if (null) { /* numeric NaN: a null, its slot zero as every null's */
-        v64[r] = 0;
-        c->valid[r] = 0;
-        c->nulls++;
-    }
+    if (firn_buf_append(&s->raw, p, pos))
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY tuples exceed 4 GiB");
+    s->rows++;
+    *used = pos;
     return FIRN_OK;
 }
 
-/* Stages one value (NULL p: a SQL null) of column i in slot r. */
-static firn_rc stage_value(firn__pg_stage *s,
-                           size_t i,
-                           size_t r,
-                           const uint8_t *p,
-                           size_t len,
-                           firn_pg_decode_stats *stats,
-                           firn_err *err)
+/* A staged value whose length n is not its type's: a null (slot r marked) or an error. */
+static firn_rc odd_length(stage_col *c, size_t r, uint32_t n, firn_err *err)
 {
-    stage_col *c = &s->cols[i];
-    if (c->kind == SK_GENERIC) {
-        firn_column *side = firn_batch_column(s->side, i);
-        if (!p) {
-            firn_column_append_null(side);
-            return FIRN_OK;
-        }
-        return firn_pg_value_decode(c->type, p, len, side, stats, err);
-    }
-    if (c->kind == SK_BYTES) {
-        if (p && firn_buf_append(&c->bytes, p, len))
-            return firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged values exceed 4 GiB");
-        if (!p) {
-            c->valid[r] = 0;
-            c->nulls++;
-        }
-        c->off[r + 1] = (uint32_t)c->bytes.len;
-        return FIRN_OK;
-    }
-    if (p)
-        return stage_fixed(c, r, p, len, stats, err);
-    memset(c->vals + r * c->width, 0, c->width);
+    if (n != UINT32_MAX)
+        return firn__pg_bad_value(c->type, n, err, "wrong length");
     c->valid[r] = 0;
     c->nulls++;
     return FIRN_OK;
 }
 
-/* Checks the field lengths of the tuple at p (len bytes) without decoding: *end is its length,
- * or 0 when it is not complete yet. */
+/* numeric(p<=18, s) in the form PostgreSQL sends for stored values (at most 4 base-10000
+ * digits, each below 10000, at most 3 decimal digits beyond the scale): the unscaled value, or
+ * false to leave it to dec64, which gives the same value or the error for anything else. The
+ * digits d[0..nd) make acc = sum d[i] * 10000^(nd-1-i), and the value is acc * 10^e with e =
+ * 4 * (weight - nd + 1) + scale. */
+static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len, int64_t *out)
+{
+    uint32_t nd = firn__pg_be16(p), sign = firn__pg_be16(p + 4);
+    if (nd > 4 || len != 8 + 2 * nd || (sign != 0 && sign != NUMERIC_NEG) || (p[6] & 0x80))
+        return false;
+    uint64_t acc = 0;
+    uint32_t over = 0;
+    for (uint32_t i = 0; i < nd; i++) {
+        uint32_t d = firn__pg_be16(p + 8 + 2 * i);
+        over |= d >= NBASE;
+        acc = acc * NBASE + d;
+    }
+    if (over)
+        return false;
+    if (acc == 0) {
+        *out = 0;
+        return true;
+    }
+    int e = 4 * ((int16_t)firn__pg_be16(p + 2) - (int)nd + 1) + c->scale;
+    uint64_t q;
+    switch (e) { /* constant divisors: multiplications */
+    case 0:
+        break;
+    case -1:
+        q = acc / 10;
+        if (q * 10 != acc)
+            return false;
+        acc = q;
+        break;
+    case -2:
+        q = acc / 100;
+        if (q * 100 != acc)
+            return false;
+        acc = q;
+        break;
+    case -3:
+        q = acc / 1000;
+        if (q * 1000 != acc)
+            return false;
+        acc = q;
+        break;
+    default:
+        if (e < 0 || e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc))
+            return false;
+    }
+    if (acc >= (uint64_t)c->limit)
+        return false;
+    *out = sign == NUMERIC_NEG ? -(int64_t)acc : (int64_t)acc;
+    return true;
+}
+
+/* Decodes a numeric(p<=18,s) column; NaN becomes a null. */
+static firn_rc decode_dec64(
+    firn__pg_stage *s, stage_col *c, const uint32_t *at, firn_pg_decode_stats *stats, firn_err *err)
+{
+    int64_t *v64 = (int64_t *)(void *)c->vals;
+    for (size_t r = 0; r < s->rows; r++) {
+        const uint8_t *q = s->raw.data + at[r];
+        uint32_t n = firn__pg_be32(q);
+        v64[r] = 0;
+        if (n == UINT32_MAX) {
+            c->valid[r] = 0;
+            c->nulls++;
+            continue;
+        }
+        if (dec64_fast(c, q + 4, n, &v64[r]))
+            continue;
+        bool null = false;
+        FIRN_TRY(dec64(c, q + 4, n, &v64[r], &null, stats, err));
+        if (null) { /* numeric NaN: a null, its slot zero as every null's */
+            v64[r] = 0;
+            c->valid[r] = 0;
+            c->nulls++;
+        }
+    }
+    return FIRN_OK;
+}
+
+/* Decodes a fixed-width column: one loop per column, the type's length checked with each value.
+ * A null's slot is zero. Stores go through int32_t/int64_t pointers, not bytes: a byte store may
+ * alias anything, and the loop would reload its state after each. */
+static firn_rc decode_fixed(
+    firn__pg_stage *s, stage_col *c, const uint32_t *at, firn_pg_decode_stats *stats, firn_err *err)
+{
+    const uint8_t *raw = s->raw.data;
+    const size_t rows = s->rows;
+    const uint32_t want = (uint32_t)c->want;
+    const stage_kind kind = c->kind;
+    int32_t *v32 = (int32_t *)(void *)c->vals;
+    int64_t *v64 = (int64_t *)(void *)c->vals;
+    for (size_t r = 0; r < rows; r++) {
+        const uint8_t *q = raw + at[r];
+        uint32_t n = firn__pg_be32(q);
+        const uint8_t *p = q + 4;
+        if (n != want) {
+            FIRN_TRY(odd_length(c, r, n, err));
+            memset(c->vals + r * c->width, 0, c->width);
+            continue;
+        }
+        switch (kind) { /* the same branch for every row: predicted */
+        case SK_I16:
+            v32[r] = (int16_t)firn__pg_be16(p);
+            break;
+        case SK_I32:
+        case SK_F32:
+            v32[r] = (int32_t)firn__pg_be32(p);
+            break;
+        case SK_I64:
+        case SK_F64:
+            v64[r] = (int64_t)firn__pg_be64(p);
+            break;
+        case SK_OID:
+            v64[r] = (int64_t)firn__pg_be32(p);
+            break;
+        case SK_BOOL:
+            c->vals[r] = p[0] != 0;
+            break;
+        case SK_DATE:
+            FIRN_TRY(date_value(c, p, &v32[r], err));
+            break;
+        case SK_TS:
+            v64[r] = ts_value((int64_t)firn__pg_be64(p), stats);
+            break;
+        default:
+            return firn_err_set(err, FIRN_ERR_INTERNAL, "not a fixed-width staged column");
+        }
+    }
+    return FIRN_OK;
+}
+
+/* Decodes a column without a staged decoder into its side batch column. */
+static firn_rc decode_generic(
+    firn__pg_stage *s, size_t i, const uint32_t *at, firn_pg_decode_stats *stats, firn_err *err)
+{
+    const stage_col *c = &s->cols[i];
+    firn_column *side = firn_batch_column(s->side, i);
+    for (size_t r = 0; r < s->rows; r++) {
+        const uint8_t *q = s->raw.data + at[r];
+        int32_t n = (int32_t)firn__pg_be32(q);
+        if (n < 0)
+            firn_column_append_null(side);
+        else
+            FIRN_TRY(firn_pg_value_decode(c->type, q + 4, (size_t)n, side, stats, err));
+    }
+    return FIRN_OK;
+}
+
+/* Decodes column i of every staged row into its typed array or side column. */
 static firn_rc
-frame(const firn__pg_stage *s, const uint8_t *p, size_t len, size_t *end, firn_err *err)
+decode_column(firn__pg_stage *s, size_t i, firn_pg_decode_stats *stats, firn_err *err)
 {
-    size_t pos = 2;
-    *end = 0;
-    for (size_t i = 0; i < s->table->n_columns; i++) {
-        if (len - pos < 4)
-            return FIRN_OK;
-        int32_t n = (int32_t)firn__pg_be32(p + pos);
-        pos += 4;
-        if (n < -1)
-            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
-        if (n > 0 && len - pos < (size_t)n)
-            return FIRN_OK;
-        if (n > 0)
-            pos += (size_t)n;
-    }
-    *end = pos;
-    return FIRN_OK;
-}
-
-/* Takes back the values columns [0, upto) staged in slot r of a row that is not complete. */
-static void unstage(firn__pg_stage *s, size_t upto, size_t r)
-{
-    for (size_t i = 0; i < upto; i++) {
-        stage_col *c = &s->cols[i];
-        if (!c->valid[r]) {
-            c->valid[r] = 1;
-            c->nulls--;
-        }
-        if (c->kind == SK_BYTES)
-            firn_buf_truncate(&c->bytes, c->off[r]);
+    stage_col *c = &s->cols[i];
+    const uint32_t *at = s->field + i * STAGE_ROWS;
+    switch (c->kind) {
+    case SK_GENERIC:
+        return decode_generic(s, i, at, stats, err);
+    case SK_BYTES:
+        return FIRN_OK; /* appended from the raw bytes as they are */
+    case SK_DEC64:
+        return decode_dec64(s, c, at, stats, err);
+    default:
+        return decode_fixed(s, c, at, stats, err);
     }
 }
 
-firn_rc firn__pg_stage_row(firn__pg_stage *s,
-                           const uint8_t *p,
-                           size_t len,
-                           size_t *used,
-                           firn_pg_decode_stats *stats,
-                           firn_err *err)
-{
-    FIRN_ASSERT(s->rows < STAGE_ROWS && len >= 2);
-    *used = 0;
-    size_t end = 0, pos = 2, r = s->rows, i = 0;
-    if (s->side) { /* side columns cannot take back a value: check the framing first */
-        FIRN_TRY(frame(s, p, len, &end, err));
-        if (end == 0)
-            return FIRN_OK;
-    }
-    firn_pg_decode_stats before = *stats;
-    const size_t n_columns = s->table->n_columns; /* locals: value stores cannot alias them */
-    for (; i < n_columns; i++) {
-        if (len - pos < 4)
-            goto incomplete;
-        int32_t n = (int32_t)firn__pg_be32(p + pos);
-        pos += 4;
-        if (n < -1) {
-            firn__pg_stage_clear(s);
-            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", n);
-        }
-        size_t vlen = n == -1 ? 0 : (size_t)n;
-        if (len - pos < vlen)
-            goto incomplete;
-        firn_rc rc = stage_value(s, i, r, n == -1 ? NULL : p + pos, vlen, stats, err);
-        if (rc) {
-            firn_err_context(err, "while decoding column \"%s\"", s->table->columns[i].name);
-            firn__pg_stage_clear(s); /* the side batch may hold part of this row */
-            return rc;
-        }
-        pos += vlen;
-    }
-    s->rows++;
-    *used = pos;
-    return FIRN_OK;
-incomplete:
-    unstage(s, i, r);
-    *stats = before;
-    return FIRN_OK;
-}
-
-/* Appends the staged values of column c to out. */
+/* Appends the decoded values of column i to out. */
 static void flush_column(firn__pg_stage *s, size_t i, firn_column *out)
 {
     stage_col *c = &s->cols[i];
@@ -463,9 +515,12 @@ static void flush_column(firn__pg_stage *s, size_t i, firn_column *out)
         return;
     }
     if (c->kind == SK_BYTES) {
+        const uint32_t *at = s->field + i * STAGE_ROWS;
         for (size_t r = 0; r < n; r++) {
-            if (c->valid[r])
-                firn_column_append_bytes(out, c->bytes.data + c->off[r], c->off[r + 1] - c->off[r]);
+            const uint8_t *q = s->raw.data + at[r];
+            int32_t len = (int32_t)firn__pg_be32(q);
+            if (len >= 0)
+                firn_column_append_bytes(out, q + 4, (size_t)len);
             else
                 firn_column_append_null(out);
         }
@@ -475,11 +530,25 @@ static void flush_column(firn__pg_stage *s, size_t i, firn_column *out)
     memcpy(dst, c->vals, n * c->width);
 }
 
-firn_rc firn__pg_stage_flush(
-    firn__pg_stage *s, firn_batch *b, firn_column *const *cols, uint64_t lsn, firn_err *err)
+firn_rc firn__pg_stage_flush(firn__pg_stage *s,
+                             firn_batch *b,
+                             firn_column *const *cols,
+                             uint64_t lsn,
+                             firn_pg_decode_stats *stats,
+                             firn_err *err)
 {
     if (s->rows == 0)
         return FIRN_OK;
+    firn_pg_decode_stats before = *stats;
+    for (size_t i = 0; i < s->table->n_columns; i++) {
+        firn_rc rc = decode_column(s, i, stats, err);
+        if (rc) {
+            firn_err_context(err, "while decoding column \"%s\"", s->table->columns[i].name);
+            *stats = before;
+            firn__pg_stage_clear(s);
+            return rc;
+        }
+    }
     for (size_t i = 0; i < s->table->n_columns; i++)
         flush_column(s, i, cols[i]);
     size_t n = s->rows;

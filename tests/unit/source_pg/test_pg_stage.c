@@ -400,7 +400,97 @@ T_TEST(bad_values_fail_as_per_value_decoding)
     same_error(4, hdr, 9);
 }
 
+/* Decodes the one-value stream of the numeric bytes v[0..n) for column type t through the
+ * staged decoder (the stage's fast path and dec64) and through firn_pg_value_decode: the same
+ * value, null or error message. */
+static void same_numeric(firn_pg_type *t, const uint8_t *v, size_t n)
+{
+    firn_pg_column col = {.name = (char *)"n", .type = t, .field_id = 1};
+    int32_t next_id = 2;
+    firn_pg_table tab = {.columns = &col, .n_columns = 1, .name = (char *)"num"};
+    tab.qualified = (char *)"\"public\".\"num\"";
+    tab.schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+    firn_field_add(tab.schema, firn_pg_type_field(t, 1, "n", false, &next_id));
+    firn_buf s;
+    firn_buf_init(&s, (size_t)1 << 20);
+    T_OK(firn_buf_append(&s, "PGCOPY\n\377\r\n\0", 11));
+    put32(&s, 0);
+    put32(&s, 0);
+    put16(&s, 1);
+    put_bytes(&s, v, n);
+    put16(&s, 0xffff);
+    firn_batch *want = firn_batch_new(tab.schema), *got = firn_batch_new(tab.schema);
+    firn_err we = {0}, ge = {0};
+    firn_pg_decode_stats wst = {0};
+    firn_rc wrc = firn_pg_value_decode(t, v, n, firn_batch_column(want, 0), &wst, &we);
+    firn_pg_copy *d = firn_pg_copy_new(&tab, got);
+    firn_rc grc = firn_pg_copy_feed(d, s.data, s.len, 0, &ge);
+    if (!grc)
+        grc = firn_pg_copy_finish(d, &ge);
+    T_EQ_INT(grc, wrc);
+    if (wrc) {
+        if (!strstr(ge.msg, we.msg))
+            fprintf(stderr, "staged: %s\nper value: %s\n", ge.msg, we.msg);
+        T_TRUE(strstr(ge.msg, we.msg) != NULL);
+    } else {
+        T_OK(firn_batch_end_row(want, FIRN_OP_READ, 0, NULL));
+        same_column(firn_batch_column(want, 0), firn_batch_column(got, 0));
+        T_EQ_UINT(firn_pg_copy_stats(d)->nan_to_null, wst.nan_to_null);
+    }
+    firn_pg_copy_free(d);
+    firn_batch_free(want);
+    firn_batch_free(got);
+    firn_buf_deinit(&s);
+    firn_field_free(tab.schema);
+}
+
+/* numeric(p<=18,s) has a fast path for the form PostgreSQL stores; it must agree with the
+ * per-value decoder on every input: stored forms of values up to the column's limit, leading
+ * and trailing zero digits, digits of 10000 and more, weights far out, NaN and infinities,
+ * lengths that do not match the header. */
+T_TEST(numeric_fast_path_equals_per_value_decoding)
+{
+    static const uint16_t SIGNS[] = {0, 0x4000, 0xC000, 0xD000, 0xF000, 0x1234};
+    for (int32_t prec = 1; prec <= 18; prec++) {
+        for (int32_t scale = 0; scale <= prec; scale++) {
+            firn_pg_type t = {.kind = FIRN_PG_KIND_DECIMAL, .precision = prec, .scale = scale};
+            t.name = (char *)"numeric";
+            int64_t limit = 1;
+            for (int32_t k = 0; k < prec; k++)
+                limit *= 10;
+            for (int k = 0; k < 60; k++) {
+                firn_buf b;
+                firn_buf_init(&b, 1024);
+                uint64_t r = next_rand();
+                int64_t v = (int64_t)(r % (uint64_t)(2 * limit + 1)) - limit; /* +-limit: edges */
+                if (k < 4)
+                    v = k == 0 ? limit - 1 : k == 1 ? 1 - limit : k == 2 ? limit : 0;
+                put_numeric(&b, v, scale, 0); /* a stored form, trailing zero groups kept */
+                same_numeric(&t, b.data + 4, b.len - 4);
+                firn_buf_reset(&b);
+                uint16_t nd = (uint16_t)(next_rand() % 7);
+                put16(&b, nd);
+                put16(&b, (uint16_t)((int)(next_rand() % 13) - 6));
+                put16(&b, next_rand() % 8 ? SIGNS[next_rand() % 2] : SIGNS[next_rand() % 6]);
+                put16(&b, (uint16_t)(next_rand() % 64 ? next_rand() % 20 : 0x8000));
+                for (uint16_t i = 0; i < nd; i++) {
+                    uint64_t x = next_rand();
+                    put16(&b, (uint16_t)(x % 16 == 0   ? 0
+                                         : x % 32 == 1 ? 10000 + x % 60000
+                                                       : x % 10000));
+                }
+                size_t n = b.len;
+                if (next_rand() % 32 == 0)
+                    n -= n > 0 ? 1 : 0; /* a length that does not match the digits */
+                same_numeric(&t, b.data, n);
+                firn_buf_deinit(&b);
+            }
+        }
+    }
+}
+
 T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(split_tuples_taken_back_without_side_columns),
        T_CASE(positions_follow_each_feed),
-       T_CASE(bad_values_fail_as_per_value_decoding))
+       T_CASE(bad_values_fail_as_per_value_decoding),
+       T_CASE(numeric_fast_path_equals_per_value_decoding))
