@@ -170,8 +170,8 @@ firn_rc firn__columns_apply(const firn_stream_config *s,
     return rc;
 }
 
-/* The source columns of the stream's existing Iceberg table into out; *out_rows: anything was
- * committed to it (firn__table_written). Nothing when the table does not exist yet. */
+/* The source columns of the stream's existing Iceberg table into out; *out_rows: it is settled
+ * (firn__table_settled). Nothing when the table does not exist yet. */
 static firn_rc table_columns(firn__engine *e,
                              const firn_stream_config *s,
                              firn_strlist *out,
@@ -189,7 +189,7 @@ static firn_rc table_columns(firn__engine *e,
     const firn_field *root = firn_table_metadata_schema(ct.metadata)->root;
     for (size_t i = 0; i < root->n_children; i++)
         firn_strlist_push(out, root->children[i]->name);
-    *out_rows = firn__table_written(ct.metadata);
+    *out_rows = firn__table_settled(ct.metadata, s->sync_mode);
     firn_catalog_table_deinit(&ct);
     return FIRN_OK;
 }
@@ -228,9 +228,9 @@ firn_rc firn__columns_setup(firn__engine *e,
     firn_strlist cols = {0};
     bool exists = false, rows = false;
     firn_rc rc = table_columns(e, s, &cols, &exists, &rows, err);
-    /* A table nothing was committed to (a first copy that failed or was stopped) counts as
-     * none: the next copy follows the selection, and the table's schema is narrowed to it
-     * (eng_table.c narrow_unwritten). */
+    /* A table not settled (nothing committed, or a first copy not finished) counts as none: the
+     * next copy follows the selection, and the table's schema is narrowed to it (eng_table.c
+     * narrow_unsettled). */
     if (rc == FIRN_OK)
         rc = firn__columns_apply(s, exists && rows ? &cols : NULL, pg, left_out, err);
     if (rc == FIRN_OK && rows)

@@ -416,6 +416,26 @@ bool firn__table_written(const firn_table_metadata *md)
     return firn_table_metadata_current_snapshot(md) || empty_backfill_marked(md);
 }
 
+/* The newest backfill marker of the main branch is "done" (read_progress's rule). */
+static bool copy_done(const firn_table_metadata *md)
+{
+    if (empty_backfill_marked(md))
+        return true;
+    for (const firn_snapshot *s = firn_table_metadata_current_snapshot(md); s;
+         s = s->parent_snapshot_id >= 0 ? firn_table_metadata_snapshot(md, s->parent_snapshot_id)
+                                        : NULL) {
+        const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);
+        if (bf)
+            return strcmp(bf, "done") == 0;
+    }
+    return false;
+}
+
+bool firn__table_settled(const firn_table_metadata *md, firn_sync_mode mode)
+{
+    return mode == FIRN_SYNC_FULL_REFRESH_CDC ? copy_done(md) : firn__table_written(md);
+}
+
 /* True when top-level field id is the source of a field of md's partition spec or one of s's
  * identifier fields: Iceberg keeps such a column. */
 static bool field_pinned(const firn_table_metadata *md, const firn_schema *s, int32_t id)
@@ -432,14 +452,15 @@ static bool field_pinned(const firn_table_metadata *md, const firn_schema *s, in
     return false;
 }
 
-/* A table nothing was ever committed to (its first copy failed or was stopped before its first
- * commit) holds no rows: its columns that t->schema lacks (left out with `columns` since, or
- * dropped at the source) are dropped from a copy of base, so that the copy matches the
- * streams file. NULL when there is none to drop. */
-static firn_schema *narrow_unwritten(const firn__table *t, const firn_schema *base)
+/* A table not settled yet (firn__table_settled: nothing committed, or a first copy not finished)
+ * has no rows a reader may rely on: its columns that t->schema lacks (left out with `columns`
+ * since, or dropped at the source) are dropped from a copy of base, so that the copy matches
+ * the streams file (rows an unfinished copy committed keep them in their files, where no reader
+ * sees them). NULL when there is none to drop. */
+static firn_schema *narrow_unsettled(const firn__table *t, const firn_schema *base)
 {
     const firn_table_metadata *md = t->cat.metadata;
-    if (firn__table_written(md))
+    if (firn__table_settled(md, t->stream->sync_mode))
         return NULL;
     firn_schema *s = NULL;
     for (size_t i = base->root->n_children; i-- > 0;) {
@@ -447,9 +468,11 @@ static firn_schema *narrow_unwritten(const firn__table *t, const firn_schema *ba
         if (child_named(t->schema, f->name) || field_pinned(md, base, f->id))
             continue;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "table \"%s\": nothing committed yet: column \"%s\", no longer copied, is "
-                 "dropped from its schema",
-                 t->display, f->name);
+                 "table \"%s\": %s: column \"%s\", no longer copied, is dropped from its schema",
+                 t->display,
+                 firn__table_written(md) ? "its first copy is not finished"
+                                         : "nothing committed yet",
+                 f->name);
         s = s ? s : firn_schema_clone(base);
         firn_field **ch = s->root->children;
         firn_field_free(ch[i]);
@@ -486,18 +509,26 @@ static firn_rc schema_changes(firn__table *t,
     return FIRN_OK;
 }
 
+/* What commit_schema is asked (narrow: narrow_unsettled) and found (added: the new schema has
+ * columns its base lacked). */
+typedef struct schema_ctx {
+    bool narrow;
+    bool added;
+} schema_ctx;
+
 /* One attempt of commit_schema, from the metadata t holds (firn__table_meta_commit runs it again
  * after a transient error, a lost reply or a conflict, on the reloaded metadata): nothing is
  * committed when that schema already is what the source needs (the change landed, or another
- * writer made it). *(bool *)ctx: narrow (narrow_unwritten). */
+ * writer made it). ctx: a schema_ctx. */
 static firn_rc commit_schema_once(firn__table *t, void *ctx, firn_err *err)
 {
-    const bool narrow = *(const bool *)ctx;
+    schema_ctx *sc = ctx;
+    const bool narrow = sc->narrow;
     const firn_table_metadata *md = t->cat.metadata;
     const firn_schema *cur = firn_table_metadata_schema(md);
     /* Renamed source columns keep their fields (ids): the base is renamed first. */
     firn_schema *renamed = firn__rename_apply(t, cur);
-    firn_schema *narrowed = narrow ? narrow_unwritten(t, renamed ? renamed : cur) : NULL;
+    firn_schema *narrowed = narrow ? narrow_unsettled(t, renamed ? renamed : cur) : NULL;
     if (narrowed) {
         firn_schema_free(renamed);
         renamed = narrowed;
@@ -514,6 +545,7 @@ static firn_rc commit_schema_once(firn__table *t, void *ctx, firn_err *err)
         rc = firn_schema_evolve(base, t->schema, &last, &next, &changed, err);
     }
     changed = rc == FIRN_OK && (changed || renamed != NULL) && !firn_schema_same(cur, next);
+    sc->added |= changed && next->root->n_children > base->root->n_children;
     if (changed)
         rc = schema_changes(t, cur, next, last, &ch, err);
     firn_catalog_table out = {0};
@@ -536,21 +568,26 @@ static firn_rc commit_schema_once(firn__table *t, void *ctx, firn_err *err)
 }
 
 /* Commits t->schema's columns the table lacks, its promotions and renames as a new current
- * schema, retried like a metadata commit (firn__table_meta_commit); with narrow, a table never
- * written also loses the columns t->schema lacks (narrow_unwritten). */
-static firn_rc commit_schema(firn__table *t, bool narrow, firn_err *err)
+ * schema, retried like a metadata commit (firn__table_meta_commit); with narrow, a table not
+ * settled also loses the columns t->schema lacks (narrow_unsettled). *out_added (may be NULL):
+ * columns were added. */
+static firn_rc commit_schema(firn__table *t, bool narrow, bool *out_added, firn_err *err)
 {
-    return firn__table_meta_commit(t, commit_schema_once, &narrow, err);
+    schema_ctx sc = {narrow, false};
+    firn_rc rc = firn__table_meta_commit(t, commit_schema_once, &sc, err);
+    if (out_added)
+        *out_added = rc == FIRN_OK && sc.added;
+    return rc;
 }
 
 /* Brings the table schema in step with the source: new columns, promotions (DESIGN.md
  * "Schema evolution"). */
-static firn_rc evolve_schema(firn__table *t, firn_err *err)
+static firn_rc evolve_schema(firn__table *t, bool *out_added, firn_err *err)
 {
     const firn_field *root = firn_table_metadata_schema(t->cat.metadata)->root;
     firn__rename_between_runs(t, root);
     FIRN_TRY(note_defaults_added(t, root, err));
-    return commit_schema(t, true, err);
+    return commit_schema(t, true, out_added, err);
 }
 
 /* Gives the batch schema the table's ids; table columns the source lacks become always-null
@@ -617,7 +654,7 @@ void firn__table_column_retype(firn__table *t, size_t idx, firn_pg_type *type, f
 firn_rc firn__table_schema_apply(firn__table *t, firn_err *err)
 {
     FIRN_ASSERT(firn_batch_rows(t->buf) == 0);
-    FIRN_TRY(commit_schema(t, false, err));
+    FIRN_TRY(commit_schema(t, false, NULL, err));
     FIRN_TRY(align_schema(t, err));
     for (size_t i = 0; i < t->pg->n_columns; i++)
         t->pg->columns[i].field_id = t->schema->children[i]->id;
@@ -736,6 +773,21 @@ static void recopy_for_defaults(firn__table *t)
              "column \"%s\" was added to source table %s with a DEFAULT, which PostgreSQL gives "
              "the existing rows without a change in the WAL: copying table \"%s\" again",
              t->default_added.items[0], t->pg->qualified, t->display);
+    firn__table_restart_backfill(t);
+}
+
+/* An unfinished first copy that gained a column (selected since, or added at the source) would
+ * resume with it while the chunks it committed hold null there: it copies again from the start
+ * (its first commit replaces those rows), so that the copy matches the streams file. */
+static void recopy_unfinished(firn__table *t, bool added)
+{
+    if (!added || !t->needs_backfill || !t->backfill_chunks ||
+        t->stream->sync_mode != FIRN_SYNC_FULL_REFRESH_CDC)
+        return;
+    FIRN_LOG(FIRN_LOG_WARN, "engine",
+             "table \"%s\": its first copy is not finished and it has a new column: copying it "
+             "again from the start",
+             t->display);
     firn__table_restart_backfill(t);
 }
 
@@ -869,7 +921,8 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
                  t->eqdel ? "equality deletes"
                  : t->dv  ? "deletion vectors"
                           : "position deletes");
-    firn_rc rc = evolve_schema(t, err);
+    bool added = false;
+    firn_rc rc = evolve_schema(t, &added, err);
     if (rc == FIRN_ERR_SCHEMA && t->incompatible)
         rc = halt_at_open(t, err);
     FIRN_TRY(rc);
@@ -908,6 +961,7 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
         t->key_retyped = false;
     }
     recopy_for_defaults(t);
+    recopy_unfinished(t, added);
     return FIRN_OK;
 }
 

@@ -511,6 +511,11 @@ bool firn__table_backfill_is_last(const firn__table *t);
  * before its first commit: its schema still follows the stream's column selection (columns
  * left out since are dropped from it, docs/configuration.md "Columns and filter"). */
 bool firn__table_written(const firn_table_metadata *md);
+/** True when the rules for changing a stream's columns on a table with rows apply
+ * (docs/configuration.md "Columns and filter"): for full_refresh_cdc once the first copy is
+ * finished (the newest backfill marker is "done"), for the other modes once anything was
+ * committed (firn__table_written). Before that the table follows the selection exactly. */
+bool firn__table_settled(const firn_table_metadata *md, firn_sync_mode mode);
 /** Marks t's initial copy as pending again and empties its key index (the copy rebuilds it). */
 void firn__table_restart_backfill(firn__table *t);
 /** Frees what t owns (not t's borrowed stream and pg table). */

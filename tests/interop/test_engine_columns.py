@@ -289,3 +289,50 @@ def test_selection_narrowed_after_failed_first_copy(pg, pg_db, firn_bin, duck, t
         assert ice_columns(fe, "n") == ["id", "a", "b", "bad"]
         assert ice_rows(fe, duck, "n", ["id", "a", "bad"]) == [
             (1, "a1", None), (2, "z", "y"), (4, "a4", None), (5, "a5", None)]
+
+
+def crash_in_copy(fe: FirnEnv) -> None:
+    """Kills firn right after its second chunk commit of a first copy (partial, resumable)."""
+    proc = fe.sync(env={"FIRN_TEST_CRASH": "backfill-chunk:2"}, check=False)
+    assert "FIRN_TEST_CRASH: killing" in proc.stderr, proc.stderr[-3000:]
+
+
+def test_selection_changed_during_unfinished_copy(pg, pg_db, firn_bin, duck, tmp_path):
+    """A first copy stopped after committing some chunks is not settled yet: a column left out
+    before the next run is dropped from the schema (the resumed copy equals the source on the
+    selection), and a column selected since makes the copy start again, so that every row has
+    it (not only the chunks copied after the change)."""
+    fill = ("INSERT INTO {t} SELECT g, g, 'w' || g, repeat(md5(g::text), 3) "
+            "FROM generate_series(1, 6000) g")
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE p (id int8 PRIMARY KEY, v int4, w text, pad text);"
+                     "CREATE TABLE q (id int8 PRIMARY KEY, v int4, w text, pad text);"
+                     + fill.format(t="p") + ";" + fill.format(t="q"))
+        src = {"batch_rows": 500, "chunk_size": "64KiB", "parallelism": 2}
+        fe = FirnEnv(firn_bin, tmp_path / "p", pg_db)
+        fe.setup(pg, ["p"], interval_s=0.01, source=src)
+        crash_in_copy(fe)
+        assert 0 < fe.pyiceberg_arrow("p").num_rows < 6000
+        conn.execute("UPDATE p SET w = 'changed', v = -v WHERE id % 50 = 0")
+        fe.write_streams([("p", {"columns": ["v", "pad"]})])
+        out = fe.sync()
+        assert ('table \\"e2e.p\\": its first copy is not finished: column \\"w\\", no longer '
+                'copied, is dropped from its schema') in out.stderr, out.stderr[-3000:]
+        assert "copying it again from the start" not in out.stderr
+        assert ice_columns(fe, "p") == ["id", "v", "pad"]
+        names = ["id", "v", "pad"]
+        assert ice_rows(fe, duck, "p", names) == src_rows(conn, "p", names)
+
+        fe = FirnEnv(firn_bin, tmp_path / "q", pg_db)
+        fe.setup(pg, [("q", {"columns": ["v"]})], interval_s=0.01,
+                 source=dict(src, slot="firn_q", publication="firn_q"))
+        crash_in_copy(fe)
+        assert ice_columns(fe, "q") == ["id", "v"]
+        assert 0 < fe.pyiceberg_arrow("q").num_rows < 6000
+        fe.write_streams([("q", {"columns": ["v", "w"]})])
+        out = fe.sync()
+        names = ["id", "v", "w"]
+        assert ice_columns(fe, "q") == names
+        assert ice_rows(fe, duck, "q", names) == src_rows(conn, "q", names)
+        assert ('table \\"e2e.q\\": its first copy is not finished and it has a new column: '
+                'copying it again from the start') in out.stderr, out.stderr[-3000:]
