@@ -708,8 +708,12 @@ static firn_rc flush_append(firn__table *t, uint64_t lsn, const firn_summary *ex
         rc = firn__table_commit(t, o.files, o.n_files, NULL, 0, false, lsn, extra, err);
     if (rc == FIRN_OK) {
         t->rows_written += firn_batch_rows(t->buf);
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu change rows, lsn %X/%X",
-                 t->display, firn_batch_rows(t->buf), (unsigned)(lsn >> 32), (unsigned)lsn);
+        if (lsn) /* an incremental or full_refresh run has no source position */
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu change rows, lsn %X/%X",
+                     t->display, firn_batch_rows(t->buf), (unsigned)(lsn >> 32), (unsigned)lsn);
+        else
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": committed %zu rows", t->display,
+                     firn_batch_rows(t->buf));
     }
     flush_out_free(&o);
     return rc;

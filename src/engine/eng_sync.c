@@ -461,6 +461,53 @@ static firn_rc publication_exists(firn__engine *e, char *out, size_t cap, firn_e
     return rc;
 }
 
+/* A table firn already streamed changes of that is no longer in the publication: the changes
+ * made while it was out are not in the slot (pgoutput filters by publication when it decodes),
+ * so adding it back, the preflight's remedy, would resume after a silent gap. Says so, with the
+ * copy that makes the table whole again. Runs only when the publication exists. */
+static firn_rc synced_table_left_publication(firn__engine *e, firn_err *err)
+{
+    const char *pub = e->cfg->source.publication;
+    PGconn *pq = firn_pg_conn_pq(e->sql);
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < e->n_tables && rc == FIRN_OK; i++) {
+        const firn__table *t = e->tables[i];
+        /* a partitioned table is listed by its leaves without publish_via_partition_root */
+        if (!t->cdc || t->missing || t->needs_backfill || t->committed_lsn == 0 ||
+            t->pg->relkind != 'r')
+            continue;
+        char *lp = PQescapeLiteral(pq, pub, strlen(pub));
+        char *ls = PQescapeLiteral(pq, t->pg->schema_name, strlen(t->pg->schema_name));
+        char *ln = PQescapeLiteral(pq, t->pg->name, strlen(t->pg->name));
+        firn_buf q;
+        firn_buf_init(&q, 1 << 16);
+        char out[16] = "";
+        if (!lp || !ls || !ln)
+            rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not quote the name of %s",
+                              t->pg->qualified);
+        else
+            rc = firn_buf_appendf(&q,
+                                  "SELECT count(*) FROM pg_publication_tables WHERE pubname = %s "
+                                  "AND schemaname = %s AND tablename = %s",
+                                  lp, ls, ln);
+        if (rc == FIRN_OK)
+            rc = firn_pg_conn_query_value(e->sql, (const char *)q.data, out, sizeof(out), err);
+        if (rc == FIRN_OK && strcmp(out, "0") == 0)
+            rc = firn_err_set(err, FIRN_ERR_CONFIG,
+                              "table %s left publication \"%s\" after firn streamed its changes "
+                              "(up to %X/%X): the changes made while it was out are not in the "
+                              "slot; add it back (ALTER PUBLICATION ... ADD TABLE %s), then drop "
+                              "table \"%s\" and run firn sync to copy it again",
+                              t->pg->qualified, pub, (unsigned)(t->committed_lsn >> 32),
+                              (unsigned)t->committed_lsn, t->pg->qualified, t->display);
+        PQfreemem(lp);
+        PQfreemem(ls);
+        PQfreemem(ln);
+        firn_buf_deinit(&q);
+    }
+    return rc;
+}
+
 /* Appends the CDC tables the source has ("a", "b"); false when there is none. */
 static bool append_cdc_tables(const firn__engine *e, firn_buf *b)
 {
@@ -480,7 +527,9 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     const firn_source_config *src = &e->cfg->source;
     char out[16];
     FIRN_TRY(publication_exists(e, out, sizeof(out), err));
-    if (strcmp(out, "0") != 0 || !src->create_publication)
+    if (strcmp(out, "0") != 0)
+        return synced_table_left_publication(e, err);
+    if (!src->create_publication)
         return FIRN_OK;
     /* Creating a publication on a server that cannot stream it would only leave it behind. */
     FIRN_TRY(firn_pg_conn_query_value(e->sql, "SHOW wal_level", out, sizeof(out), err));

@@ -148,6 +148,28 @@ def test_user_slot_dropped_after_sync(fe, pg, pg_db):
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b"), (3, "c")], rows
 
 
+def test_synced_table_left_publication(fe, pg, pg_db):
+    """A synced table taken out of the publication: its changes from then on are not in the
+    slot, so "add it back" alone would resume after a silent gap; the line says to copy it again,
+    and doing so leaves the table equal to the source."""
+    fe.sync()
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("INSERT INTO t VALUES (2, 'b')")
+    fe.sync()
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("ALTER PUBLICATION firn_e2e DROP TABLE t")
+        conn.execute("INSERT INTO t VALUES (3, 'c')")
+    line = one_error(run(fe, "sync", *fe.sync_args), 3)
+    assert 'table "public"."t" left publication "firn_e2e"' in line, line
+    assert 'drop table "e2e.t" and run firn sync to copy it again' in line, line
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("ALTER PUBLICATION firn_e2e ADD TABLE t")
+    fe.catalog().drop_table("e2e.t")
+    fe.sync()
+    rows = fe.pyiceberg_arrow("t").select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b"), (3, "c")], rows
+
+
 def test_missing_publication(fe, pg):
     fe.write_source(pg, publication="no_such_pub", create_publication=False)
     for args in (["check", "--source", str(fe.source), "--streams", str(fe.streams)],
