@@ -339,11 +339,13 @@ bool firn__pg_array_shape(const firn_pg_type *t,
     if (ndim >= depth) {
         for (int32_t d = 0; d < depth - 1; d++)
             eff[d] = dims[d];
-        int64_t inner = 1;
-        for (int32_t d = depth - 1; d < ndim; d++)
+        int64_t inner = 1; /* checked at each step: dims after a 0 are not bounded by the
+                              value's length, and their product could overflow */
+        for (int32_t d = depth - 1; d < ndim; d++) {
             inner *= dims[d];
-        if (inner > INT32_MAX)
-            return false;
+            if (inner > INT32_MAX)
+                return false;
+        }
         eff[depth - 1] = (int32_t)inner;
         if (ndim > depth && stats)
             stats->array_flattened++;
