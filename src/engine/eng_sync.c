@@ -8,9 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpq-fe.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 static _Thread_local firn_fault last_fault;
@@ -859,6 +862,25 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
  * run, taken before anything is opened, so a second firn on the same files stops at once with
  * the first one's pid instead of rebuilding key indexes and then meeting the busy slot. The
  * lock goes with the process, so a killed run leaves nothing to clean up. */
+/* The pid the lock file names, when it is a live process. A holder that took the lock an
+ * instant ago writes its pid just after, and until then the file holds the pid of the run
+ * before (dead) or nothing: read again for up to 0.5 s rather than name a stale pid. */
+static void lock_holder(int fd, char *out, size_t cap)
+{
+    for (int i = 0; i < 50; i++) {
+        char buf[32];
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = 0;
+        long pid = strtol(buf, NULL, 10);
+        if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+            snprintf(out, cap, "%ld", pid);
+            return;
+        }
+        const struct timespec nap = {0, 10 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+}
+
 static firn_rc lock_state(const firn_config *cfg, int *fd_out, firn_err *err)
 {
     *fd_out = -1;
@@ -872,11 +894,7 @@ static firn_rc lock_state(const firn_config *cfg, int *fd_out, firn_err *err)
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         char pid[32] = "unknown";
-        ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
-        if (n > 0) {
-            pid[n] = 0;
-            pid[strcspn(pid, "\n")] = 0;
-        }
+        lock_holder(fd, pid, sizeof(pid));
         close(fd);
         if (e != EWOULDBLOCK)
             return firn_err_set_errno(err, FIRN_ERR_IO, e, "could not lock \"%s\"", path);

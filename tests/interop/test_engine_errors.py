@@ -277,6 +277,26 @@ def test_index_dir_not_writable(fe):
                          '~/.cache/firn)'), line
 
 
+def test_state_lock_names_a_live_holder(fe):
+    """Two runs started at once: the loser may read the lock file before the winner wrote its
+    pid, while it still names the run before (dead). A dead pid is never named."""
+    import fcntl
+
+    lock = Path(f"{fe.state}.lock")
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write("999999999\n")  # above pid_max: no such process
+        f.flush()
+        line = one_error(run(fe, "sync", *fe.sync_args), 1)
+        assert "is in use by another firn sync (pid unknown)" in line, line
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        line = one_error(run(fe, "sync", *fe.sync_args), 1)
+        assert f"is in use by another firn sync (pid {os.getpid()})" in line, line
+
+
 def test_slot_in_use_by_another_firn(fe):
     first = fe.start_follow()
     try:
