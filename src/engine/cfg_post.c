@@ -463,6 +463,8 @@ static firn_rc normalize_sql_uri(cfg_ctx *ctx, firn_destination_config *d, firn_
         p += 7;
         if (strncmp(p, "//", 2) == 0)
             p += 2;
+        while (p[0] == '/' && p[1] == '/') /* SQLAlchemy's "sqlite:////abs" (pyiceberg) */
+            p++;
     } else if (strstr(p, "://") || strncmp(c->uri, "jdbc:", 5) == 0) {
         return firn__cfg_fail(ctx, err,
                               "\"%s\": only SQLite catalogs are supported (jdbc:sqlite:PATH); "

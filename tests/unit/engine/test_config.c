@@ -823,6 +823,25 @@ T_TEST(readers_choose_format)
                    "delete files; use \"delete_mode\" \"deletion_vector\"");
 }
 
+/* "sqlite:///abs" (firn's README) and SQLAlchemy's "sqlite:////abs" (pyiceberg's SqlCatalog)
+ * are the same file, named with one leading slash (it printed "//tmp/..."). */
+T_TEST(sqlite_uri_slashes)
+{
+    const char *uris[] = {"sqlite:///tmp/cat.db", "sqlite:////tmp/cat.db", "/tmp/cat.db"};
+    for (size_t i = 0; i < sizeof(uris) / sizeof(uris[0]); i++) {
+        char doc[256];
+        snprintf(doc, sizeof(doc),
+                 "{\"catalog\": {\"type\": \"sql\", \"uri\": \"%s\", \"warehouse\": "
+                 "\"/tmp/wh\"}}",
+                 uris[i]);
+        firn_config cfg = {0};
+        firn_err err = {0};
+        T_OK_ERR(parse(&cfg, "destination", doc, &err), &err);
+        T_EQ_STR(cfg.destination.catalog.uri, "/tmp/cat.db");
+        firn_config_free(&cfg);
+    }
+}
+
 T_MAIN(T_CASE(olake_files_load),
        T_CASE(readers_choose_format),
        T_CASE(olake_two_cursor_keys),
@@ -844,4 +863,5 @@ T_MAIN(T_CASE(olake_files_load),
        T_CASE(small_chunk_size_warns),
        T_CASE(streams_round_trip),
        T_CASE(spec_covers_every_file),
-       T_CASE(conninfo_and_helpers))
+       T_CASE(conninfo_and_helpers),
+       T_CASE(sqlite_uri_slashes))
