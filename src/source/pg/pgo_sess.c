@@ -491,7 +491,11 @@ static firn_rc make_event(firn__pgo_sess *s, firn_pgo_event *ev, firn_err *err)
     ev->xid = s->txn_xid;
     ev->commit_lsn = s->txn_commit_lsn;
     ev->end_lsn = s->txn_end_lsn;
-    ev->commit_time_us = s->txn_commit_time + FIRN_PGO_EPOCH_OFFSET_US;
+    /* A commit time within FIRN_PGO_EPOCH_OFFSET_US of INT64_MAX (no server sends one; a
+     * corrupt message may) saturates instead of overflowing. */
+    ev->commit_time_us = s->txn_commit_time > INT64_MAX - FIRN_PGO_EPOCH_OFFSET_US
+                             ? INT64_MAX
+                             : s->txn_commit_time + FIRN_PGO_EPOCH_OFFSET_US;
     ev->streamed = s->txn_streamed;
     return FIRN_OK;
 }
