@@ -744,6 +744,23 @@ static bool pending_backfill(const firn__engine *e)
     return pending;
 }
 
+/* firn__backfill_run; a copy that lost the server (a restart, the network: its retries in the
+ * same snapshot cannot outlast a restart, which ends the snapshot) says what to do. */
+static firn_rc
+backfill(firn__engine *e, const char *snapshot, uint64_t consistent, uint64_t hold, firn_err *err)
+{
+    firn_rc rc = firn__backfill_run(e, snapshot, consistent, hold, err);
+    if (rc == FIRN_ERR_NETWORK && err) {
+        char why[FIRN_ERR_MSG_MAX];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        rc = firn_err_set(err, rc,
+                          "%s; run firn sync again once the server is up (the copy resumes or "
+                          "starts over)",
+                          why);
+    }
+    return rc;
+}
+
 static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
 {
     firn_pg_conn *exp = NULL;
@@ -751,7 +768,7 @@ static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &exp, err)));
     firn_rc rc = firn_pg_snapshot_export(exp, snapshot, sizeof(snapshot), err);
     if (rc == FIRN_OK)
-        rc = firn__backfill_run(e, snapshot, 0, 0, err);
+        rc = backfill(e, snapshot, 0, 0, err);
     firn_pg_conn_close(exp);
     return fail(FIRN_FAULT_SOURCE, rc);
 }
@@ -840,7 +857,7 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
         rc = firn_pgo_stream_create_slot(s, &snapshot, &consistent, err);
         if (rc == FIRN_OK) {
             FIRN_LOG(FIRN_LOG_INFO, "engine", "created replication slot \"%s\"", src->slot);
-            rc = firn__backfill_run(e, snapshot, consistent, consistent ? consistent - 1 : 0, err);
+            rc = backfill(e, snapshot, consistent, consistent ? consistent - 1 : 0, err);
         }
         firn_free(snapshot);
     } else if (rc == FIRN_OK && pending_backfill(e)) {

@@ -121,3 +121,53 @@ def test_restart_mid_cdc(own_cluster, firn_bin, tmp_path, mode):
     change(pg, pg.dbname, 2000)
     fe.sync()
     assert_equal_to_source(fe, pg)
+
+
+def copy_waits(pg) -> bool:
+    with pg.connect() as conn:
+        return bool(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event = "
+                                 "'PgSleep' AND query LIKE 'COPY%'").fetchone()[0])
+
+
+def test_restart_mid_backfill(own_cluster, firn_bin, tmp_path):
+    """The copy's snapshot ends with the server: the run stops (exit 3) with one line saying to
+    run firn sync again, and that run leaves the table equal to the source."""
+    pg, root = own_cluster
+    with pg.connect() as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+        conn.execute("INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 5000) g")
+        # The copy stops at row 2500 until the server ends it (the filter runs per row).
+        conn.execute("CREATE FUNCTION held(i int) RETURNS bool LANGUAGE plpgsql AS "
+                     "$$BEGIN IF i = 2500 THEN PERFORM pg_sleep(60); END IF; RETURN true; END$$")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    fe.setup(pg, ["t"])
+    held = json.loads(fe.streams.read_text())
+    held["selected_streams"]["public"][0]["filter"] = "held(id)"
+    fe.streams.write_text(json.dumps(held))
+    log = tmp_path / "sync.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(firn_bin), "sync", *fe.sync_args], stdout=out, stderr=out,
+                                env=fe.env())
+    try:
+        wait_for(lambda: b"backfill: " in log.read_bytes() or proc.poll() is not None, 60,
+                 what="the backfill to start")
+        wait_for(lambda: copy_waits(pg) or proc.poll() is not None, 60,
+                 what="the COPY to reach row 2500")
+        assert proc.poll() is None, "the backfill ended before the restart: make the table larger"
+        pg_ctl_restart(root, pg.port, "fast")
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    assert code == 3 and len(errors) == 1, f"exit {code}:\n{text[-3000:]}"
+    assert "run firn sync again" in errors[0], errors[0]
+    with pg.connect() as conn:
+        conn.execute("CREATE OR REPLACE FUNCTION held(i int) RETURNS bool LANGUAGE sql AS "
+                     "'SELECT true'")
+    fe.sync()
+    change(pg, pg.dbname, 6000)
+    fe.sync()
+    assert_equal_to_source(fe, pg)

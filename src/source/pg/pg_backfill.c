@@ -343,8 +343,9 @@ static firn_rc worker_connect(worker *w, firn_err *err)
                                    "could not import the backfill snapshot");
         if (state && (strcmp(state, "22023") == 0 || strcmp(state, "0A000") == 0))
             rc = firn_err_set(err, FIRN_ERR_NOT_FOUND,
-                              "snapshot \"%s\" is no longer valid: the backfill must restart "
-                              "under a new snapshot",
+                              "snapshot \"%s\" is no longer valid (the session that exported "
+                              "it ended: a server restart or a lost connection); run firn sync "
+                              "again to copy under a new snapshot",
                               w->r->opts->snapshot);
     }
     PQclear(res);
