@@ -456,7 +456,8 @@ static json_t *metadata_to_jv(const firn_table_metadata *md)
 {
     json_t *obj = json_object();
     json_object_set_new(obj, "format-version", json_integer(md->format_version));
-    json_object_set_new(obj, "table-uuid", json_string(md->table_uuid));
+    if (md->table_uuid[0]) /* optional in v1: a table read without one is written without */
+        json_object_set_new(obj, "table-uuid", json_string(md->table_uuid));
     json_object_set_new(obj, "location", json_string(md->location));
     if (md->format_version > 1)
         json_object_set_new(obj, "last-sequence-number", json_integer(md->last_sequence_number));

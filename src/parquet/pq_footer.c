@@ -306,14 +306,15 @@ static void read_row_group(pq_tr *r, firn_pq_row_group_meta *g)
     firn__pq_tr_struct_end(r);
 }
 
-/* Reads a list<struct> header into a fresh array of n elements of size sz. */
+/* Reads a list<struct> header into a fresh array of n elements of size sz. A second list for
+ * the same field (existing) fails the read and keeps the first, which the caller frees. */
 static void *struct_list(pq_tr *r, void *existing, size_t sz, size_t *out_n)
 {
     uint8_t et;
     size_t n = firn__pq_tr_list(r, &et);
     if (existing || (n && et != TC_STRUCT) || !firn_rd_ok(&r->rd)) {
         firn_rd_fail(&r->rd);
-        return NULL;
+        return existing;
     }
     *out_n = n;
     return firn_calloc(n ? n : 1, sz);
