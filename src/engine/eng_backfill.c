@@ -80,15 +80,17 @@ static void maybe_report(bf_ctx *c)
         pthread_mutex_unlock(&t->mu);
         double rate = secs > 0 ? (double)rows / secs : 0;
         double est = t->pg->estimated_rows;
-        char pct[32] = "?", eta[32] = "?";
-        if (est > 0) {
-            snprintf(pct, sizeof(pct), "%.0f%%", 100.0 * (double)rows / est);
-            if (rate > 0 && est > (double)rows)
-                snprintf(eta, sizeof(eta), "%.0fs", (est - (double)rows) / rate);
+        if (est <= 0) { /* never analyzed (pg_class.reltuples -1 or 0): no estimate */
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill \"%s\": %llu rows, %.0f rows/s", t->display,
+                     (unsigned long long)rows, rate);
+            continue;
         }
+        char eta[32] = "?";
+        if (rate > 0 && est > (double)rows)
+            snprintf(eta, sizeof(eta), "%.0fs", (est - (double)rows) / rate);
         FIRN_LOG(FIRN_LOG_INFO, "engine",
-                 "backfill \"%s\": %llu rows (%s of ~%.0f), %.0f rows/s, eta %s", t->display,
-                 (unsigned long long)rows, pct, est > 0 ? est : 0, rate, eta);
+                 "backfill \"%s\": %llu rows (%.0f%% of ~%.0f), %.0f rows/s, eta %s", t->display,
+                 (unsigned long long)rows, 100.0 * (double)rows / est, est, rate, eta);
     }
 }
 
@@ -717,8 +719,12 @@ static firn_rc plan_copy(bf_ctx *c, firn_pg_plan **plan, firn_err *err)
                                       (firn_pg_chunking)e->cfg->source.chunking, plan, err);
     firn_free(pgs);
     FIRN_TRY(rc);
-    FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu tables in %zu chunks over %d connections",
-             c->n_tabs, firn_pg_plan_chunks(*plan), (int)e->cfg->source.parallelism);
+    size_t chunks = firn_pg_plan_chunks(*plan);
+    size_t conns =
+        (size_t)e->cfg->source.parallelism < chunks ? (size_t)e->cfg->source.parallelism : chunks;
+    FIRN_LOG(FIRN_LOG_INFO, "engine", "backfill: %zu table%s in %zu chunk%s over %zu connection%s",
+             c->n_tabs, c->n_tabs == 1 ? "" : "s", chunks, chunks == 1 ? "" : "s", conns,
+             conns == 1 ? "" : "s");
     c->chunk_done = firn_calloc(firn_pg_plan_chunks(*plan) + 1, sizeof(bool));
     for (size_t i = 0; i < c->n_tabs; i++) {
         bf_table *bt = &c->tabs[i];

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define CHUNK_BYTES_DEFAULT ((size_t)64 << 20)
 #define BATCH_ROWS_DEFAULT  65536
@@ -276,6 +277,18 @@ typedef struct worker {
 static bool should_stop(const runner *r)
 {
     return r->failed || (r->opts->cancel && *r->opts->cancel);
+}
+
+/* Waits before retry attempt (1, 2, ...) of a chunk: 250 ms, 1 s, 4 s, then 8 s each, so the
+ * retries outlast a short network outage or a server restart instead of failing within
+ * milliseconds; returns early when the run stops. */
+static void retry_backoff(const runner *r, int attempt)
+{
+    long ms = attempt >= 3 ? 8000 : 250L << (2 * (attempt - 1));
+    for (long waited = 0; waited < ms && !should_stop(r); waited += 50) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void runner_fail(runner *r, firn_rc rc, const firn_err *err)
@@ -606,6 +619,10 @@ static firn_rc chunk_with_retries(worker *w, firn_pg_chunk *c, firn_err *err)
                 firn_err_context(err, "while reading chunk %u (keys %lld..%lld) of table %s%s",
                                  c->id, (long long)c->key_lo, (long long)c->key_hi,
                                  c->table->qualified, attempt ? " after retries" : "");
+            else if (c->end_block == UINT32_MAX)
+                firn_err_context(err, "while reading chunk %u (blocks %u..end) of table %s%s",
+                                 c->id, c->start_block, c->table->qualified,
+                                 attempt ? " after retries" : "");
             else
                 firn_err_context(err, "while reading chunk %u (blocks %u..%u) of table %s%s", c->id,
                                  c->start_block, c->end_block, c->table->qualified,
@@ -622,6 +639,7 @@ static firn_rc chunk_with_retries(worker *w, firn_pg_chunk *c, firn_err *err)
                 return rc;
         }
         firn_err_clear(err);
+        retry_backoff(r, attempt + 1);
         rc = worker_connect(w, err);
         if (rc == FIRN_ERR_NOT_FOUND)
             return rc; /* the snapshot is gone: never mix two snapshots */
