@@ -182,7 +182,7 @@ void firn__stats_write(firn__engine *e, const char *phase, bool force)
     if (!due)
         return;
     json_t *root = stats_json(e, phase, now);
-    size_t flags = JSON_INDENT(1) | JSON_PRESERVE_ORDER;
+    size_t flags = JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10);
     size_t n = json_dumpb(root, NULL, 0, flags);
     char *text = firn_malloc(n + 1);
     n = json_dumpb(root, text, n, flags);
