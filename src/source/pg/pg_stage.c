@@ -188,19 +188,19 @@ void firn__pg_stage_clear(firn__pg_stage *s)
     s->rows = 0;
 }
 
-/* d / 10^-e for a base-10000 digit d whose last -e decimal digits lie beyond the scale (e in
- * -3..-1); UINT32_MAX when they are not all zero or e < -3. Constant divisors: no divisions. */
-static inline uint32_t frac_digits(uint32_t d, int e)
+/* v / 10^-e for an e in -3..-1 whose last -e decimal digits of v lie beyond the scale;
+ * UINT64_MAX when they are not all zero or e < -3. Constant divisors: no divisions. */
+static inline uint64_t frac_digits(uint64_t v, int e)
 {
     switch (e) {
     case -1:
-        return d % 10 ? UINT32_MAX : d / 10;
+        return v % 10 ? UINT64_MAX : v / 10;
     case -2:
-        return d % 100 ? UINT32_MAX : d / 100;
+        return v % 100 ? UINT64_MAX : v / 100;
     case -3:
-        return d % 1000 ? UINT32_MAX : d / 1000;
+        return v % 1000 ? UINT64_MAX : v / 1000;
     default:
-        return UINT32_MAX;
+        return UINT64_MAX;
     }
 }
 
@@ -248,8 +248,8 @@ static firn_rc dec64(const stage_col *c,
                 return firn__pg_bad_value(t, len, err, "value exceeds the column precision");
             acc += (uint64_t)d * (uint64_t)POW10[e];
         } else {
-            uint32_t q = frac_digits(d, e);
-            if (q == UINT32_MAX)
+            uint64_t q = frac_digits(d, e);
+            if (q == UINT64_MAX)
                 return firn__pg_bad_value(t, len, err,
                                           "more fractional digits than the column scale");
             acc += q;
@@ -323,13 +323,19 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
     return FIRN_OK;
 }
 
+/* Marks slot r of c null; its value slot is the caller's to zero. */
+static inline void stage_null(stage_col *c, size_t r)
+{
+    c->valid[r] = 0;
+    c->nulls++;
+}
+
 /* A staged value whose length n is not its type's: a null (slot r marked) or an error. */
 static firn_rc odd_length(stage_col *c, size_t r, uint32_t n, firn_err *err)
 {
     if (n != UINT32_MAX)
         return firn__pg_bad_value(c->type, n, err, "wrong length");
-    c->valid[r] = 0;
-    c->nulls++;
+    stage_null(c, r);
     return FIRN_OK;
 }
 
@@ -357,31 +363,12 @@ static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len
         return true;
     }
     int e = 4 * ((int16_t)firn__pg_be16(p + 2) - (int)nd + 1) + c->scale;
-    uint64_t q;
-    switch (e) { /* constant divisors: multiplications */
-    case 0:
-        break;
-    case -1:
-        q = acc / 10;
-        if (q * 10 != acc)
+    if (e < 0) {
+        acc = frac_digits(acc, e); /* digits beyond the scale, or e < -3: UINT64_MAX */
+        if (acc == UINT64_MAX)
             return false;
-        acc = q;
-        break;
-    case -2:
-        q = acc / 100;
-        if (q * 100 != acc)
-            return false;
-        acc = q;
-        break;
-    case -3:
-        q = acc / 1000;
-        if (q * 1000 != acc)
-            return false;
-        acc = q;
-        break;
-    default:
-        if (e < 0 || e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc))
-            return false;
+    } else if (e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc)) {
+        return false;
     }
     if (acc >= (uint64_t)c->limit)
         return false;
@@ -399,8 +386,7 @@ static firn_rc decode_dec64(
         uint32_t n = firn__pg_be32(q);
         v64[r] = 0;
         if (n == UINT32_MAX) {
-            c->valid[r] = 0;
-            c->nulls++;
+            stage_null(c, r);
             continue;
         }
         if (dec64_fast(c, q + 4, n, &v64[r]))
@@ -409,8 +395,7 @@ static firn_rc decode_dec64(
         FIRN_TRY(dec64(c, q + 4, n, &v64[r], &null, stats, err));
         if (null) { /* numeric NaN: a null, its slot zero as every null's */
             v64[r] = 0;
-            c->valid[r] = 0;
-            c->nulls++;
+            stage_null(c, r);
         }
     }
     return FIRN_OK;
