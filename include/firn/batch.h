@@ -216,6 +216,13 @@ void firn_batch_append_rows(firn_batch *dst, const firn_batch *src, const uint32
  * (asserted). FIRN_ERR_TOO_LARGE when out is full. */
 FIRN_MUST_CHECK firn_rc firn_batch_key_encode(
     const firn_batch *b, size_t row, const uint32_t *cols, size_t n_cols, firn_buf *out);
+/** Appends the encodings (firn_batch_key_encode) of every row of b, in order, to out, and the
+ * offset in out where each ends to ends[0..firn_batch_rows(b)) (caller-sized). A key of one
+ * fixed-width column without nulls (an int or bigint primary key) is written in one pass.
+ * FIRN_ERR_TOO_LARGE when out is full or its length would pass UINT32_MAX bytes (out is then
+ * partly appended). */
+FIRN_MUST_CHECK firn_rc firn_batch_keys_encode(
+    const firn_batch *b, const uint32_t *cols, size_t n_cols, firn_buf *out, uint32_t *ends);
 /** 64-bit hash of a key encoding (from firn_batch_key_encode); a bijection (splitmix64 of the
  * value) for a single non-null 8-byte integer key, so such keys never collide. */
 uint64_t firn_key_hash(const uint8_t *key, size_t len);

@@ -742,6 +742,45 @@ firn_rc firn_batch_key_encode(
     return FIRN_OK;
 }
 
+/* firn_batch_keys_encode for one fixed-width key column without nulls: [1][value] per row. */
+static firn_rc keys_encode_fixed(const firn_column *c, size_t rows, firn_buf *out, uint32_t *ends)
+{
+    size_t w = c->width, need = rows * (1 + w);
+    if (out->len + need > UINT32_MAX)
+        return FIRN_ERR_TOO_LARGE;
+    FIRN_TRY(firn_buf_reserve(out, need));
+    uint8_t *at = out->data + out->len;
+    uint32_t end = (uint32_t)out->len;
+    for (size_t r = 0; r < rows; r++) {
+        at[0] = 1;
+        memcpy(at + 1, c->values + r * w, w);
+        at += 1 + w;
+        end += (uint32_t)(1 + w);
+        ends[r] = end;
+    }
+    out->len = end;
+    out->data[end] = '\0';
+    return FIRN_OK;
+}
+
+firn_rc firn_batch_keys_encode(
+    const firn_batch *b, const uint32_t *cols, size_t n_cols, firn_buf *out, uint32_t *ends)
+{
+    if (n_cols == 1 && b->rows) {
+        FIRN_ASSERT(cols[0] < b->n_columns);
+        const firn_column *c = b->columns[cols[0]];
+        if (c->width && c->n_children == 0 && firn_column_null_count(c) == 0)
+            return keys_encode_fixed(c, b->rows, out, ends);
+    }
+    for (size_t r = 0; r < b->rows; r++) {
+        FIRN_TRY(firn_batch_key_encode(b, r, cols, n_cols, out));
+        if (out->len > UINT32_MAX)
+            return FIRN_ERR_TOO_LARGE;
+        ends[r] = (uint32_t)out->len;
+    }
+    return FIRN_OK;
+}
+
 static uint64_t splitmix64(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;

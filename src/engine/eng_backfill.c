@@ -224,40 +224,6 @@ chunk_start(bf_ctx *c, bf_table *bt, uint32_t chunk_id, chunk_out **out, firn_er
     return FIRN_OK;
 }
 
-/* keep_keys for the common key of one fixed-width column without nulls (an int or bigint
- * primary key): the bytes firn_batch_key_encode gives, [1][value], written in one pass. False
- * when the key is another shape (or its bytes would pass 4 GiB): then the general path runs. */
-static bool keep_fixed_keys(chunk_out *o, const firn_batch *b, size_t rows)
-{
-    if (o->t->n_key != 1 || rows == 0)
-        return false;
-    const firn_column *c = firn_batch_column((firn_batch *)b, o->t->key_cols[0]);
-    size_t w = firn_type_value_size(firn_column_field(c));
-    if (w == 0 || firn_column_null_count(c) != 0 || o->keys.len + rows * (1 + w) > UINT32_MAX ||
-        firn_buf_reserve(&o->keys, rows * (1 + w)))
-        return false;
-    const uint8_t *v = firn_column_values(c);
-    uint8_t *at = o->keys.data + o->keys.len;
-    uint32_t end = (uint32_t)o->keys.len;
-    for (size_t r = 0; r < rows; r++) {
-        at[0] = 1;
-        memcpy(at + 1, v + r * w, w);
-        at += 1 + w;
-        end += (uint32_t)(1 + w);
-        o->key_end[o->n_rows++] = end;
-    }
-    o->keys.len = end;
-    o->keys.data[end] = 0;
-#ifndef NDEBUG /* the bytes of the general path, checked on the last row */
-    firn_buf k;
-    firn_buf_init(&k, 64);
-    FIRN_ASSERT(firn_batch_key_encode(b, rows - 1, o->t->key_cols, 1, &k) == FIRN_OK &&
-                k.len == 1 + w && memcmp(k.data, o->keys.data + end - k.len, k.len) == 0);
-    firn_buf_deinit(&k);
-#endif
-    return true;
-}
-
 /* Keeps the keys of the batch's rows, in order, until the chunk's files are known. */
 static firn_rc keep_keys(chunk_out *o, firn_batch *b, firn_err *err)
 {
@@ -266,15 +232,10 @@ static firn_rc keep_keys(chunk_out *o, firn_batch *b, firn_err *err)
         o->cap_rows = (o->n_rows + rows) * 2;
         o->key_end = firn_reallocarray(o->key_end, o->cap_rows, sizeof(uint32_t));
     }
-    if (keep_fixed_keys(o, b, rows))
-        return FIRN_OK;
-    for (size_t r = 0; r < rows; r++) {
-        if (firn_batch_key_encode(b, r, o->t->key_cols, o->t->n_key, &o->keys) ||
-            o->keys.len > UINT32_MAX)
-            return firn_err_set(err, FIRN_ERR_TOO_LARGE,
-                                "keys of one backfill chunk of \"%s\" exceed 4 GiB", o->t->display);
-        o->key_end[o->n_rows++] = (uint32_t)o->keys.len;
-    }
+    if (firn_batch_keys_encode(b, o->t->key_cols, o->t->n_key, &o->keys, o->key_end + o->n_rows))
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE,
+                            "keys of one backfill chunk of \"%s\" exceed 4 GiB", o->t->display);
+    o->n_rows += rows;
     return FIRN_OK;
 }
 

@@ -348,11 +348,71 @@ T_TEST(append_from_own_column)
     firn_field_free(schema);
 }
 
+/* The encodings of firn_batch_keys_encode, one pass for a single fixed-width column without
+ * nulls, equal firn_batch_key_encode row by row, with each key's end offset. */
+static void same_keys(const firn_batch *b, const uint32_t *cols, size_t n_cols)
+{
+    size_t rows = firn_batch_rows(b);
+    firn_buf bulk, one;
+    firn_buf_init(&bulk, 1 << 20);
+    firn_buf_init(&one, 1 << 20);
+    T_OK(firn_buf_append(&bulk, "x", 1)); /* ends are offsets in out, after what it held */
+    T_OK(firn_buf_append(&one, "x", 1));
+    uint32_t *ends = firn_calloc(rows, sizeof(uint32_t));
+    T_OK(firn_batch_keys_encode(b, cols, n_cols, &bulk, ends));
+    for (size_t r = 0; r < rows; r++) {
+        T_OK(firn_batch_key_encode(b, r, cols, n_cols, &one));
+        T_EQ_UINT(ends[r], one.len);
+    }
+    T_EQ_UINT(bulk.len, one.len);
+    T_TRUE(memcmp(bulk.data, one.data, one.len) == 0);
+    firn_free(ends);
+    firn_buf_deinit(&bulk);
+    firn_buf_deinit(&one);
+}
+
+T_TEST(keys_encoded_in_bulk_equal_row_by_row)
+{
+    firn_field *schema = make_schema();
+    firn_batch *b = firn_batch_new(schema);
+    firn_batch *with_null = firn_batch_new(schema);
+    firn_err err = {0};
+    for (int i = 0; i < 300; i++) {
+        for (int k = 0; k < 2; k++) {
+            firn_batch *t = k ? with_null : b;
+            if (k && i == 7)
+                firn_column_append_null(firn_batch_column(t, 0));
+            else
+                firn_column_append_i64(firn_batch_column(t, 0), (int64_t)i * 1000003 - 5);
+            if (i % 5 == 0)
+                firn_column_append_null(firn_batch_column(t, 1));
+            else
+                firn_column_append_bytes(firn_batch_column(t, 1), "key", (size_t)(i % 4));
+            firn_column_append_i128(firn_batch_column(t, 2), -(int64_t)i, (uint64_t)i * 77);
+            firn_column *tags = firn_batch_column(t, 3);
+            firn_column_list_begin(tags);
+            firn_column_list_end(tags);
+            firn_column_append_null(firn_batch_column(t, 4));
+            T_OK(firn_batch_end_row(t, FIRN_OP_READ, 0, &err));
+        }
+    }
+    static const uint32_t id[] = {0}, name[] = {1}, dec[] = {2}, both[] = {0, 1};
+    same_keys(b, id, 1);  /* one pass: bigint */
+    same_keys(b, dec, 1); /* one pass: 16-byte decimal */
+    same_keys(b, name, 1);
+    same_keys(b, both, 2);
+    same_keys(with_null, id, 1); /* a null in the column: row by row */
+    firn_batch_free(b);
+    firn_batch_free(with_null);
+    firn_field_free(schema);
+}
+
 T_MAIN(T_CASE(flat_and_nested_rows),
        T_CASE(append_from_own_column),
        T_CASE(metadata_columns_filled_by_end_row),
        T_CASE(end_rows_equals_end_row),
        T_CASE(append_rows_and_keys),
+       T_CASE(keys_encoded_in_bulk_equal_row_by_row),
        T_CASE(end_row_checks_lengths),
        T_CASE(many_rows_validity_growth),
        T_CASE(type_names_and_sizes))
