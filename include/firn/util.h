@@ -296,6 +296,9 @@ uint32_t firn_murmur3_32(const void *p, size_t len, uint32_t seed);
 int64_t firn_now_us(void);
 /** Monotonic time in nanoseconds from an arbitrary origin (for durations and deadlines). */
 int64_t firn_monotonic_ns(void);
+/** Sleeps ms milliseconds (<= 0: returns at once), resuming after a signal interrupts it.
+ * Thread-safe. */
+void firn_sleep_ms(long ms);
 /** Fills out[16] with a random (version 4) UUID from the OS random source. */
 void firn_uuid_v4(uint8_t out[16]);
 /** Formats a 16-byte UUID as 36 lower-case characters plus NUL into out[37]. */

@@ -17,12 +17,6 @@
 #define MERGE_MANIFESTS_AT             100
 #define BUFFER_KEEP_MIN                ((size_t)4 << 20) /* a flushed buffer this small is kept */
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* True when a snapshot of the table's main lineage carries commit_id. */
 static bool has_commit(const firn_table_metadata *md, const char *commit_id)
 {
@@ -200,7 +194,7 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
         FIRN_LOG(conflict ? FIRN_LOG_INFO : FIRN_LOG_WARN, "engine",
                  "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
                  err ? err->msg : firn_rc_message(rc));
-        sleep_ms(jitter_ms(backoff_ms));
+        firn_sleep_ms(jitter_ms(backoff_ms));
         int cap = conflict ? COMMIT_CONFLICT_BACKOFF_MAX_MS : COMMIT_BACKOFF_MAX_MS;
         backoff_ms = backoff_ms * 2 > cap ? cap : backoff_ms * 2;
     }
@@ -220,7 +214,7 @@ firn_rc firn__table_meta_commit(firn__table *t,
             return rc;
         FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": commit attempt %d failed (%s), retrying",
                  t->display, attempt, err ? err->msg : firn_rc_message(rc));
-        sleep_ms(jitter_ms(backoff_ms));
+        firn_sleep_ms(jitter_ms(backoff_ms));
         backoff_ms =
             backoff_ms * 2 > COMMIT_BACKOFF_MAX_MS ? COMMIT_BACKOFF_MAX_MS : backoff_ms * 2;
         firn_err lerr = {0};
@@ -628,7 +622,7 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
          * files it added, so the index takes them in and the deletes are computed again.
          * Deletion-vector tables rebuild it whole. */
         drop_deletes(&o, n_data, &dvs);
-        sleep_ms(jitter_ms(backoff_ms));
+        firn_sleep_ms(jitter_ms(backoff_ms));
         backoff_ms = backoff_ms * 2 > COMMIT_CONFLICT_BACKOFF_MAX_MS
                          ? COMMIT_CONFLICT_BACKOFF_MAX_MS
                          : backoff_ms * 2;

@@ -242,13 +242,6 @@ static uint64_t next_rand(uint64_t *s)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
-
 /* ---- one attempt ---- */
 
 typedef struct attempt {
@@ -616,7 +609,7 @@ firn_http_do(firn_http *http, const firn_http_request *req, firn_http_response *
                      err ? err->msg : firn_rc_message(rc));
             emit(http, FIRN_LOG_DEBUG, line);
         }
-        sleep_ms(delay);
+        firn_sleep_ms(delay);
         retries_done++;
     }
     pool_put(http, h);

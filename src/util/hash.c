@@ -71,6 +71,15 @@ int64_t firn_monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void firn_sleep_ms(long ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
 void firn_uuid_v4(uint8_t out[16])
 {
     size_t got = 0;

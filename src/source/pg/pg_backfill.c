@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #define CHUNK_BYTES_DEFAULT ((size_t)64 << 20)
 #define BATCH_ROWS_DEFAULT  65536
@@ -285,10 +284,8 @@ static bool should_stop(const runner *r)
 static void retry_backoff(const runner *r, int attempt)
 {
     long ms = attempt >= 3 ? 8000 : 250L << (2 * (attempt - 1));
-    for (long waited = 0; waited < ms && !should_stop(r); waited += 50) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    for (long waited = 0; waited < ms && !should_stop(r); waited += 50)
+        firn_sleep_ms(50);
 }
 
 static void runner_fail(runner *r, firn_rc rc, const firn_err *err)
