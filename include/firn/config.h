@@ -435,4 +435,19 @@ FIRN_MUST_CHECK firn_rc firn_config_spec(const char *which, char **out_json, fir
  * (KB = 1000, KiB = 1024). FIRN_ERR_PARSE naming the text otherwise. */
 FIRN_MUST_CHECK firn_rc firn_size_parse(const char *text, uint64_t *out_bytes, firn_err *err);
 
+/** Bytes a firn_size_format text needs with its NUL (the longest, "1023.9 GiB", has 10). */
+#define FIRN_SIZE_TEXT_MAX 16
+/** Writes a byte count as people read it into out (FIRN_SIZE_TEXT_MAX bytes): "0 bytes",
+ * "1 byte", "1023 bytes", then one decimal (rounded half up) in the largest binary unit that
+ * leaves at least 1.0 of it: "1.0 KiB", "1.5 MiB", "16.0 EiB" (KiB = 1024, as firn_size_parse
+ * reads it). For display only: machine-readable output keeps exact byte counts. Thread-safe. */
+void firn_size_format(uint64_t bytes, char out[FIRN_SIZE_TEXT_MAX]);
+
+/** Bytes of the longest text firn_duration_format writes, with its NUL. */
+#define FIRN_DURATION_TEXT_MAX 32
+/** Writes a duration of whole seconds as people read it into out (FIRN_DURATION_TEXT_MAX
+ * bytes), in its two largest units: "0s", "59s", "1m 5s", "2h 0m", "3d 4h". A negative
+ * duration (a clock set back) reads as "0s". Thread-safe. */
+void firn_duration_format(int64_t seconds, char out[FIRN_DURATION_TEXT_MAX]);
+
 #endif

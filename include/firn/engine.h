@@ -70,8 +70,9 @@ FIRN_MUST_CHECK firn_rc firn_engine_sync(const firn_config *cfg,
                                          firn_err *err);
 
 /** `firn status`: prints one line per selected stream to out: source table, target table, sync
- * mode, backfill progress, committed source position, time of the last commit and lag (bytes
- * of WAL behind the source's current position, and seconds since the last commit), read from
+ * mode, backfill progress, committed source position, time of the last commit and lag (WAL
+ * behind the source's current position as firn_size_format writes it, and the time since the
+ * last commit as firn_duration_format writes it), read from
  * cfg->state and, when reachable, the source and the tables' snapshot summaries. Borrows cfg
  * and out. Errors as firn_engine_check. */
 FIRN_MUST_CHECK firn_rc firn_engine_status(const firn_config *cfg, FILE *out, firn_err *err);

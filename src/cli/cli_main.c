@@ -68,8 +68,9 @@ static const cli_cmd commands[] = {
      "usage: firn status --streams FILE [--state FILE] [--source FILE] [--destination FILE]\n"
      "\n"
      "Prints one line per selected stream: committed source position, time of the last\n"
-     "commit and lag. With --source, the lag is measured against the source's current WAL\n"
-     "position.\n"
+     "commit and lag (time since that commit, as \"5m 3s\"). With --source, the lag also gives\n"
+     "the WAL between the committed and the source's current position (\"3.2 MiB\"; the exact\n"
+     "bytes are lag_bytes in stats.json).\n"
      "\n"
      "options:\n" FILE_OPTS
      "  --state FILE         state.json (default: state.json next to the streams file)\n" LOG_OPTS,

@@ -114,6 +114,48 @@ firn_rc firn_size_parse(const char *text, uint64_t *out_bytes, firn_err *err)
     return firn_err_set(err, FIRN_ERR_PARSE, "invalid size \"%.40s\"", text);
 }
 
+void firn_size_format(uint64_t bytes, char out[FIRN_SIZE_TEXT_MAX])
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    const size_t n_units = sizeof(units) / sizeof(units[0]);
+    if (bytes < 1024) {
+        snprintf(out, FIRN_SIZE_TEXT_MAX, "%u byte%s", (unsigned)bytes, bytes == 1 ? "" : "s");
+        return;
+    }
+    size_t u = 0;
+    uint64_t unit = 1024;
+    while (u + 1 < n_units && bytes / unit >= 1024) {
+        unit <<= 10;
+        u++;
+    }
+    uint64_t whole = bytes / unit;
+    /* The remainder is below 2^60, so ten of it and a half unit stay within 64 bits. */
+    uint64_t tenths = ((bytes % unit) * 10 + unit / 2) / unit;
+    if (tenths == 10) {
+        whole++;
+        tenths = 0;
+    }
+    if (whole == 1024 && u + 1 < n_units) { /* 1023.95 KiB rounds to 1.0 MiB, not 1024.0 KiB */
+        whole = 1;
+        u++;
+    }
+    snprintf(out, FIRN_SIZE_TEXT_MAX, "%u.%u %s", (unsigned)whole, (unsigned)tenths, units[u]);
+}
+
+void firn_duration_format(int64_t seconds, char out[FIRN_DURATION_TEXT_MAX])
+{
+    const int64_t s = seconds > 0 ? seconds : 0;
+    if (s < 60)
+        snprintf(out, FIRN_DURATION_TEXT_MAX, "%ds", (int)s);
+    else if (s < 3600)
+        snprintf(out, FIRN_DURATION_TEXT_MAX, "%dm %ds", (int)(s / 60), (int)(s % 60));
+    else if (s < 86400)
+        snprintf(out, FIRN_DURATION_TEXT_MAX, "%dh %dm", (int)(s / 3600), (int)(s % 3600 / 60));
+    else
+        snprintf(out, FIRN_DURATION_TEXT_MAX, "%lldd %dh", (long long)(s / 86400),
+                 (int)(s % 86400 / 3600));
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Freeing
  * ----------------------------------------------------------------------------------------------*/

@@ -484,7 +484,8 @@ firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err
         }
         rc = fault(FIRN_FAULT_CONFIG, firn_streams_save(&out, path, err));
         if (rc == FIRN_OK)
-            FIRN_LOG(FIRN_LOG_INFO, "engine", "discovered %zu tables into %s", out.count, path);
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "discovered %zu table%s into %s", out.count,
+                     out.count == 1 ? "" : "s", path);
     }
     for (size_t i = 0; i < out.count; i++)
         firn__cfg_stream_free(&out.items[i]);
@@ -553,12 +554,14 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
             struct tm tm;
             gmtime_r(&secs, &tm);
             strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-            int64_t age_s = (firn_now_us() - st->last_commit_us) / 1000000;
-            if (wal && st->committed_lsn && wal >= st->committed_lsn)
-                snprintf(lag, sizeof(lag), "%llu bytes, %llds",
-                         (unsigned long long)(wal - st->committed_lsn), (long long)age_s);
-            else
-                snprintf(lag, sizeof(lag), "%llds since commit", (long long)age_s);
+            char age[FIRN_DURATION_TEXT_MAX], size[FIRN_SIZE_TEXT_MAX];
+            firn_duration_format((firn_now_us() - st->last_commit_us) / 1000000, age);
+            if (wal && st->committed_lsn && wal >= st->committed_lsn) {
+                firn_size_format(wal - st->committed_lsn, size);
+                snprintf(lag, sizeof(lag), "%s, %s", size, age);
+            } else {
+                snprintf(lag, sizeof(lag), "%s since commit", age);
+            }
         }
         stopped_lag(cfg, src, lag, sizeof(lag));
         fprintf(out, "%-32s %-32s %-17s %-9s %-18s %-20s %s\n", src, dst,

@@ -965,8 +965,9 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
         uint64_t rows = 0;
         for (size_t i = 0; i < e.n_tables; i++)
             rows += e.tables[i]->rows_written;
-        FIRN_LOG(FIRN_LOG_INFO, "engine", "sync %s: %zu tables, %llu rows written, %.1f s",
-                 rc == FIRN_OK ? "finished" : "stopped", e.n_tables, (unsigned long long)rows,
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "sync %s: %zu table%s, %llu row%s written, %.1f s",
+                 rc == FIRN_OK ? "finished" : "stopped", e.n_tables, e.n_tables == 1 ? "" : "s",
+                 (unsigned long long)rows, rows == 1 ? "" : "s",
                  (double)(firn_monotonic_ns() - t0) / 1e9);
     }
     firn__stats_write(&e,

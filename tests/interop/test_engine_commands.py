@@ -27,6 +27,17 @@ def lsn_text(v: int) -> str:
     return f"{v >> 32:X}/{v & 0xFFFFFFFF:X}"
 
 
+def size_bytes(text: str) -> float:
+    """The bytes a status size stands for ("1 byte", "512 bytes", "1.5 MiB"), to a tenth of its
+    unit."""
+    m = re.fullmatch(r"(\d+) bytes?|(\d+\.\d) (KiB|MiB|GiB|TiB)", text)
+    assert m, text
+    if m.group(1) is not None:
+        assert (m.group(0) == "1 byte") == (m.group(1) == "1"), text
+        return int(m.group(1))
+    return float(m.group(2)) * 1024 ** (1 + ["KiB", "MiB", "GiB", "TiB"].index(m.group(3)))
+
+
 def status_lines(fe: FirnEnv, *extra: str) -> dict[str, list[str]]:
     proc = fe.run("status", "--streams", str(fe.streams), "--state", str(fe.state), *extra,
                   "--log", "error")
@@ -215,9 +226,9 @@ def test_status_before_and_after_sync(pg, pg_db, firn_bin, tmp_path):
                              lsn_text(lsn)], lines[f"public.{name}"]
             committed = time.mktime(time.strptime(f"{f[5]} {f[6]}", "%Y-%m-%d %H:%M:%S"))
             assert abs(committed - time.timezone - before) < 120  # UTC
-            m = re.fullmatch(r"(\d+) bytes, (\d+)s", " ".join(f[7:]))
+            m = re.fullmatch(r"(.+), (\d+)s", " ".join(f[7:]))
             assert m, lines[f"public.{name}"]
-            assert 0 < int(m.group(1)) <= wal - lsn + 1024 * 1024
+            assert 0 < size_bytes(m.group(1)) <= wal - lsn + 1024 * 1024
         # orders committed a later change than notes
         assert int(fe.catalog().load_table("e2e.orders").current_snapshot().summary["firn.lsn"]) \
             > int(fe.catalog().load_table("e2e.notes").current_snapshot().summary["firn.lsn"])
@@ -237,6 +248,41 @@ def test_status_before_and_after_sync(pg, pg_db, firn_bin, tmp_path):
         # streams not selected are not listed
         fe.write_streams(["orders"])
         assert set(status_lines(fe)) == {"public.orders"}
+
+
+def test_status_sizes_and_ages_read_well(pg, pg_db, firn_bin, tmp_path):
+    """The lag reads as people say it at every magnitude: binary units past 1023 bytes, a
+    singular byte, the age in its two largest units; state.json keeps the exact position."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["orders"])
+        assert "sync finished: 1 table, 20 rows written," in fe.sync().stderr
+        conn.execute("UPDATE orders SET total = 1 WHERE id = 1")
+        assert "sync finished: 1 table, 1 row written," in fe.sync().stderr
+        args = ("--source", str(fe.source), "--destination", str(fe.destination))
+
+        def lag_after(back: int, age_s: int) -> str:
+            doc = json.loads(fe.state.read_text())
+            wal = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0]
+            st = doc["streams"][0]["state"]
+            st["lsn"] = lsn_text(int(wal) - back)
+            st["last_commit_us"] = int((time.time() - age_s) * 1e6)
+            fe.state.write_text(json.dumps(doc))
+            f = status_lines(fe, *args)["public.orders"].split()
+            assert f[4] == lsn_text(int(wal) - back), f  # the position stays exact
+            return " ".join(f[7:])
+
+        # an idle server's WAL may move by a record between the two reads: ranges, not values
+        lag = lag_after(3 * 1024 * 1024 // 2, 3 * 86400 + 4 * 3600 + 30)
+        assert re.fullmatch(r"1\.[56] MiB, 3d 4h", lag), lag
+        lag = lag_after(10 * 1024, 3599)
+        assert re.fullmatch(r"10\.[01] KiB, (59m 59s|1h 0m)", lag), lag
+        lag = lag_after(1, 65)
+        m = re.fullmatch(r"(.+), 1m [56]s", lag)  # "1 byte" (size_bytes checks the singular)
+        assert m and 1 <= size_bytes(m.group(1)) < 1024, lag
+        f = status_lines(fe, "--destination", str(fe.destination))["public.orders"].split()
+        assert re.fullmatch(r"1m [56]s since commit", " ".join(f[7:])), f
 
 
 def selected(doc: dict) -> dict[str, dict]:

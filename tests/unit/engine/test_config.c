@@ -764,6 +764,54 @@ T_TEST(conninfo_and_helpers)
     T_EQ_STR(firn_sync_mode_name(FIRN_SYNC_FULL_REFRESH_CDC), "full_refresh_cdc");
 }
 
+/* firn status: sizes and ages as people read them, at every magnitude and unit boundary. */
+T_TEST(size_and_duration_text)
+{
+    static const struct {
+        uint64_t bytes;
+        const char *text;
+    } sizes[] = {{0, "0 bytes"},
+                 {1, "1 byte"},
+                 {2, "2 bytes"},
+                 {1023, "1023 bytes"},
+                 {1024, "1.0 KiB"},
+                 {1535, "1.5 KiB"},
+                 {1536, "1.5 KiB"},
+                 {1024 * 1024 - 52, "1023.9 KiB"},
+                 {1024 * 1024 - 51, "1.0 MiB"}, /* rounds to 1024.0 KiB: the next unit */
+                 {(uint64_t)(2.25 * 1024 * 1024), "2.3 MiB"},
+                 {(64ull << 20) + 1, "64.0 MiB"},
+                 {(1ull << 30) * 1023 + (1ull << 30) * 9 / 10, "1023.9 GiB"},
+                 {5ull << 40, "5.0 TiB"},
+                 {3ull << 50, "3.0 PiB"},
+                 {UINT64_MAX, "16.0 EiB"}};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char size[FIRN_SIZE_TEXT_MAX];
+        firn_size_format(sizes[i].bytes, size);
+        T_EQ_STR(size, sizes[i].text);
+    }
+    static const struct {
+        int64_t seconds;
+        const char *text;
+    } ages[] = {{-5, "0s"},
+                {0, "0s"},
+                {1, "1s"},
+                {59, "59s"},
+                {60, "1m 0s"},
+                {65, "1m 5s"},
+                {3599, "59m 59s"},
+                {3600, "1h 0m"},
+                {86399, "23h 59m"},
+                {86400, "1d 0h"},
+                {3 * 86400 + 4 * 3600 + 59, "3d 4h"},
+                {INT64_MAX, "106751991167300d 15h"}};
+    for (size_t i = 0; i < sizeof(ages) / sizeof(ages[0]); i++) {
+        char age[FIRN_DURATION_TEXT_MAX];
+        firn_duration_format(ages[i].seconds, age);
+        T_EQ_STR(age, ages[i].text);
+    }
+}
+
 /* DELETES.md §5.1: the declared readers choose the format; explicit settings win. */
 static void expect_format(
     const char *dest_json, int version, firn_delete_mode mode, const char *why, const char *warning)
@@ -864,4 +912,5 @@ T_MAIN(T_CASE(olake_files_load),
        T_CASE(streams_round_trip),
        T_CASE(spec_covers_every_file),
        T_CASE(conninfo_and_helpers),
+       T_CASE(size_and_duration_text),
        T_CASE(sqlite_uri_slashes))
