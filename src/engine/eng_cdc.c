@@ -45,6 +45,7 @@ typedef struct cdc {
     uint64_t messages_seen;   /* pgoutput messages received by then */
     bool sent_unknown;        /* the server does not show this role how far it has sent */
     uint64_t target_lsn;      /* catch-up run: WAL position at start */
+    int64_t flush_asked_ns;   /* catch-up run: when flush_to_target last wrote a commit */
     bool in_txn;
     uint64_t done_commit_lsn; /* commit LSN of the last transaction fully read */
     uint64_t txn_commit_lsn;
@@ -1084,6 +1085,43 @@ static int next_timeout_ms(const cdc *c, bool follow)
     return (int)ms;
 }
 
+/* The walsender decodes flushed WAL only, and WAL that no commit follows (the page pruning of
+ * a copy that read dead rows, a standby snapshot) is flushed only when something else flushes:
+ * on an idle server that takes up to 15 s (the next standby snapshot) or never comes, and an
+ * insert position at the start of a page lies past the end of the last record anyway. So when
+ * the server has not flushed up to the target, a transaction that only takes an xid writes an
+ * empty commit record after it, which the WAL writer flushes within wal_writer_delay; the
+ * walsender then decodes past the target and says so in a keepalive. The end condition stays
+ * what caught_up checks, so nothing committed before the target is skipped. Best effort (a
+ * failure leaves the wait as it was), at most once per CATCHUP_SENT_GRACE_MS. */
+static void flush_to_target(cdc *c)
+{
+    const int64_t now = firn_monotonic_ns();
+    if (c->flush_asked_ns && now - c->flush_asked_ns < CATCHUP_SENT_GRACE_MS * 1000000LL)
+        return;
+    c->flush_asked_ns = now;
+    firn_err err = {0};
+    char text[64];
+    uint64_t flushed = 0;
+    firn_rc rc = firn_pg_conn_query_value(c->e->sql, "SELECT pg_current_wal_flush_lsn()::text",
+                                          text, sizeof(text), &err);
+    if (rc == FIRN_OK)
+        rc = firn_lsn_parse(text, &flushed, &err);
+    if (rc == FIRN_OK && flushed >= c->target_lsn)
+        return; /* flushed: the walsender is still decoding up to it */
+    if (rc == FIRN_OK)
+        rc = firn_pg_conn_query_value(c->e->sql, "SELECT txid_current()::text", text, sizeof(text),
+                                      &err);
+    if (rc)
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine", "could not have the server flush its WAL: %s", err.msg);
+    else
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine",
+                 "WAL flushed up to %X/%X only: wrote the commit of transaction %s so that the "
+                 "server flushes past %X/%X",
+                 (unsigned)(flushed >> 32), (unsigned)flushed, text,
+                 (unsigned)(c->target_lsn >> 32), (unsigned)c->target_lsn);
+}
+
 /* Catch-up run: is everything up to the WAL position at start read? True once a transaction
  * ending at or past it was read, or once the server has decoded and sent past it and a
  * keepalive past it came after the data (or nothing more arrived for CATCHUP_SENT_GRACE_MS:
@@ -1138,6 +1176,8 @@ static firn_rc caught_up(cdc *c, bool *out, firn_err *err)
                  (unsigned)(c->target_lsn >> 32), (unsigned)c->target_lsn,
                  CATCHUP_GIVE_UP_MS / 1000);
         *out = true;
+    } else if (known) {
+        flush_to_target(c); /* not sent up to the target: maybe not flushed up to it */
     }
     return FIRN_OK;
 }
