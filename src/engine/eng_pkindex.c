@@ -6,6 +6,7 @@
 #include "eng_pkindex_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #define MEMORY_MIN ((size_t)64 << 10)
+
+static void spill_free(firn__pkindex *idx);
 /* Newest runs of one level merged at once, in normal and in bulk mode. */
 #define MERGE_FANIN 4u
 #define BULK_FANIN  32u
@@ -171,6 +174,7 @@ void firn__pkindex_free(firn__pkindex *idx)
 {
     if (!idx)
         return;
+    spill_free(idx);
     firn__pkindex_close_dir(idx);
     firn_free(idx->runs);
     firn_free(idx->dir);
@@ -324,14 +328,27 @@ static void runs_replace(firn__pkindex *idx, size_t from, size_t n, firn__pkrun 
 
 typedef struct merge_src {
     firn__pkrun_iter it;
+    uint64_t h;     /* key of the current entry, kept here so the heap compares without */
+    uint32_t c;     /* reaching into the iterator's page */
     uint32_t order; /* 0 = newest: wins ties */
 } merge_src;
 
+/* Advances s and copies the key of its new current entry. */
+static firn_rc src_next(merge_src *s, firn_err *err)
+{
+    FIRN_TRY(firn__pkrun_iter_next(&s->it, err));
+    if (!s->it.done) {
+        s->h = s->it.ents[s->it.i].h;
+        s->c = s->it.ents[s->it.i].c;
+    }
+    return FIRN_OK;
+}
+
 static bool src_less(const merge_src *a, const merge_src *b)
 {
-    const pk_entry *x = &a->it.ents[a->it.i], *y = &b->it.ents[b->it.i];
-    int c = pk_entry_cmp(x, y->h, y->c);
-    return c < 0 || (c == 0 && a->order < b->order);
+    if (a->h != b->h)
+        return a->h < b->h;
+    return a->c != b->c ? a->c < b->c : a->order < b->order;
 }
 
 static void heap_down(merge_src **h, size_t n, size_t i)
@@ -400,7 +417,7 @@ merge_loop(merge_src **heap, size_t n, bool drop_tombs, firn__pkrun_writer *w, f
             if (!(drop_tombs && e.file1 == PK_TOMB))
                 FIRN_TRY(firn__pkrun_writer_add(w, &e, err));
         }
-        FIRN_TRY(firn__pkrun_iter_next(&s->it, err));
+        FIRN_TRY(src_next(s, err));
         if (s->it.done)
             heap[0] = heap[--n];
         heap_down(heap, n, 0);
@@ -424,7 +441,7 @@ static firn_rc merge_runs(firn__pkindex *idx, size_t from, size_t n, firn_err *e
         firn__pkrun_iter_init(&srcs[i].it, idx->runs[from + i]);
         srcs[i].order = (uint32_t)i;
         if (rc == FIRN_OK)
-            rc = firn__pkrun_iter_next(&srcs[i].it, err);
+            rc = src_next(&srcs[i], err);
         if (rc == FIRN_OK && !srcs[i].it.done)
             heap[hn++] = &srcs[i];
     }
@@ -535,8 +552,253 @@ static firn_rc mt_flush(firn__pkindex *idx, firn_err *err)
     return maybe_merge(idx, err);
 }
 
+/* ---- bulk spill ---------------------------------------------------------------------------- */
+
+/* A bulk load (a table's first copy) that outgrows the memtable does not write it out as runs to
+ * merge at the end. Its keys go, in arrival order, to SPILL_PARTS partitions by the top 8 bits of
+ * their hash: a buffer each, written in blocks to one unlinked temporary file. When bulk mode ends
+ * (or anything else needs the index) each partition is read back, sorted in memory and appended
+ * to one run, in partition order: every key is written once to the temporary file and once to
+ * the run, where flush-and-merge decoded and rewrote each key once more and spent a heap step on
+ * it. A partition larger than the sort space (a copy of more than about 200 M keys with the
+ * default budget) is sorted in pieces, each piece after the first starting a new run; bulk
+ * mode's end then merges those runs as before. */
+
+#define SPILL_PARTS 256u
+
+typedef struct spill_block {
+    uint64_t off; /* in the temporary file */
+    uint32_t n;   /* slots */
+} spill_block;
+
+typedef struct spill_part {
+    spill_block *blocks;
+    uint32_t n_blocks, cap_blocks;
+    uint32_t n_buf; /* slots waiting in the partition's buffer */
+} spill_part;
+
+typedef struct pk_spill {
+    int fd;
+    char *path;         /* for messages: the file itself is unlinked once open */
+    uint64_t off;       /* bytes written */
+    uint32_t buf_slots; /* capacity of each partition's buffer */
+    pk_slot *buf;       /* SPILL_PARTS * buf_slots */
+    spill_part parts[SPILL_PARTS];
+    uint64_t n; /* slots spilled */
+    uint32_t max_file1, max_pos;
+    bool has_c;
+} pk_spill;
+
+static void spill_free(firn__pkindex *idx)
+{
+    pk_spill *sp = idx->spill;
+    if (!sp)
+        return;
+    if (sp->fd >= 0)
+        close(sp->fd);
+    for (size_t p = 0; p < SPILL_PARTS; p++)
+        firn_free(sp->parts[p].blocks);
+    firn_free(sp->buf);
+    firn_free(sp->path);
+    firn_free(sp);
+    idx->spill = NULL;
+}
+
+static firn_rc spill_write_block(pk_spill *sp, uint32_t p, firn_err *err)
+{
+    spill_part *part = &sp->parts[p];
+    if (part->n_buf == 0)
+        return FIRN_OK;
+    size_t bytes = (size_t)part->n_buf * sizeof(pk_slot);
+    FIRN_TRY(firn__pk_write_all(sp->fd, sp->buf + (size_t)p * sp->buf_slots, bytes, sp->path, err));
+    if (part->n_blocks == part->cap_blocks) {
+        part->cap_blocks = part->cap_blocks ? part->cap_blocks * 2 : 8;
+        part->blocks = firn_reallocarray(part->blocks, part->cap_blocks, sizeof(spill_block));
+    }
+    part->blocks[part->n_blocks++] = (spill_block){sp->off, part->n_buf};
+    sp->off += bytes;
+    part->n_buf = 0;
+    return FIRN_OK;
+}
+
+static firn_rc spill_put(pk_spill *sp, const pk_slot *s, firn_err *err)
+{
+    uint32_t p = s->hhi >> 24;
+    spill_part *part = &sp->parts[p];
+    sp->buf[(size_t)p * sp->buf_slots + part->n_buf++] = *s;
+    sp->n++;
+    sp->max_file1 = s->file1 != PK_TOMB && s->file1 > sp->max_file1 ? s->file1 : sp->max_file1;
+    sp->max_pos = s->pos > sp->max_pos ? s->pos : sp->max_pos;
+    sp->has_c |= s->c != 0;
+    return part->n_buf == sp->buf_slots ? spill_write_block(sp, p, err) : FIRN_OK;
+}
+
+/* The memtable's entries go to a new spill, oldest state first, and the memtable shrinks to its
+ * smallest size: the partition buffers take half its memory, the sort at the end all of it. */
+static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
+{
+    FIRN_TRY(firn__pkindex_ensure_dir(idx, err));
+    pk_spill *sp = firn_calloc(1, sizeof(*sp));
+    char name[48];
+    snprintf(name, sizeof(name), "spill-%u.tmp", idx->next_run_id);
+    sp->path = firn__pk_path(idx->dir, name);
+    (void)unlink(sp->path); /* left by a process killed between its open and unlink */
+    sp->fd = open(sp->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (sp->fd < 0) {
+        firn_rc rc =
+            firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not create \"%s\"", sp->path);
+        firn_free(sp->path);
+        firn_free(sp);
+        return rc;
+    }
+    (void)unlink(sp->path); /* gone with the descriptor, also when the process dies */
+    size_t bytes = idx->mt_cap_max * sizeof(pk_slot) / 2 / SPILL_PARTS;
+    sp->buf_slots = (uint32_t)(bytes / sizeof(pk_slot) > 64 ? bytes / sizeof(pk_slot) : 64);
+    sp->buf = firn_malloc((size_t)SPILL_PARTS * sp->buf_slots * sizeof(pk_slot));
+    idx->spill = sp;
+    for (size_t i = 0; i < idx->mt_len; i++)
+        if (idx->mt[i].file1 != PK_MT_EMPTY)
+            FIRN_TRY(spill_put(sp, &idx->mt[i], err));
+    firn_free(idx->mt);
+    idx->mt_shift = 0;
+    while ((idx->mt_cap_max >> (idx->mt_shift + 1)) >= 1024)
+        idx->mt_shift++;
+    mt_alloc(idx);
+    return FIRN_OK;
+}
+
+/* Sorts s[0..n) by (h, c), stably: a least-significant-digit radix sort of the upper 32 hash
+ * bits, 8 a pass (a digit the same for every slot, such as the partition's, is skipped), into
+ * tmp or s, then sort_slots for what those bits leave unordered (a few neighbours). Returns where
+ * the sorted slots are. */
+static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n)
+{
+    pk_slot *src = s, *dst = tmp;
+    for (unsigned shift = 0; shift < 32 && n > 1; shift += 8) {
+        size_t count[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(src[i].hhi >> shift) & 0xFF]++;
+        if (count[(src[0].hhi >> shift) & 0xFF] == n)
+            continue;
+        size_t at = 0;
+        for (size_t d = 0; d < 256; d++) {
+            size_t c = count[d];
+            count[d] = at;
+            at += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i].hhi >> shift) & 0xFF]++] = src[i];
+        pk_slot *t = src;
+        src = dst;
+        dst = t;
+    }
+    sort_slots(src, n);
+    return src;
+}
+
+/* Appends the sorted slots s[0..n) to the run being written, the newest of equal keys only (the
+ * sort is stable: the last of them), tombstones dropped when nothing older is left to shadow. */
+static firn_rc
+spill_emit(firn__pkrun_writer *w, const pk_slot *s, size_t n, bool drop_tombs, firn_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 < n && s[i + 1].hhi == s[i].hhi && s[i + 1].hlo == s[i].hlo &&
+            s[i + 1].c == s[i].c)
+            continue;
+        if (drop_tombs && s[i].file1 == PK_TOMB)
+            continue;
+        pk_entry e = {slot_h(&s[i]), s[i].c, s[i].file1, s[i].pos};
+        FIRN_TRY(firn__pkrun_writer_add(w, &e, err));
+    }
+    return FIRN_OK;
+}
+
+/* The spill becomes one run (more when a partition had to be sorted in pieces), placed as the
+ * newest; on error the index is as it was, spill included. */
+static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
+{
+    pk_spill *sp = idx->spill;
+    for (uint32_t p = 0; p < SPILL_PARTS; p++)
+        FIRN_TRY(spill_write_block(sp, p, err));
+    firn_free(sp->buf);
+    sp->buf = NULL;
+    /* The sort space is the memtable's share: two arrays, at least a block each. */
+    size_t max_n = idx->mt_cap_max / 2 > sp->buf_slots ? idx->mt_cap_max / 2 : sp->buf_slots;
+    pk_slot *a = firn_malloc(max_n * sizeof(pk_slot));
+    pk_slot *b = firn_malloc(max_n * sizeof(pk_slot));
+    bool drop_tombs = idx->n_runs == 0;
+    firn__pkrun_shape sh = {sp->n, sp->max_file1, sp->max_pos, sp->has_c, 0};
+    sh.level = size_level(idx, sp->n);
+    firn__pkrun **out = NULL;
+    size_t n_out = 0;
+    firn__pkrun_writer *w = NULL;
+    firn_rc rc = FIRN_OK;
+    for (uint32_t p = 0; p < SPILL_PARTS && rc == FIRN_OK; p++) {
+        const spill_part *part = &sp->parts[p];
+        for (uint32_t blk = 0; blk < part->n_blocks && rc == FIRN_OK;) {
+            /* A piece: whole blocks, as many as fit. The first of a partition follows what the
+             * run holds (earlier partitions, lower hashes); a later one may not, and starts a
+             * new run. Only the first can hold tombstones (the memtable's, spilled first). */
+            bool first = blk == 0;
+            size_t n = 0;
+            for (; blk < part->n_blocks && n + part->blocks[blk].n <= max_n && rc == FIRN_OK;
+                 blk++) {
+                rc = firn__pk_read_at(sp->fd, a + n, (size_t)part->blocks[blk].n * sizeof(pk_slot),
+                                      part->blocks[blk].off, sp->path, err);
+                n += part->blocks[blk].n;
+            }
+            if (rc)
+                break;
+            const pk_slot *sorted = spill_sort(a, b, n);
+            if (w && !first) {
+                firn__pkrun *r = NULL;
+                rc = firn__pkrun_writer_finish(w, &r, err);
+                w = NULL;
+                if (rc)
+                    break;
+                out = firn_reallocarray(out, n_out + 1, sizeof(*out));
+                out[n_out++] = r;
+            }
+            if (!w) {
+                rc = firn__pkrun_writer_open(idx->dir, idx->next_run_id++, &sh, &w, err);
+                if (rc)
+                    break;
+            }
+            rc = spill_emit(w, sorted, n, drop_tombs && first, err);
+        }
+    }
+    if (rc == FIRN_OK && w) {
+        firn__pkrun *r = NULL;
+        rc = firn__pkrun_writer_finish(w, &r, err);
+        w = NULL;
+        if (rc == FIRN_OK) {
+            out = firn_reallocarray(out, n_out + 1, sizeof(*out));
+            out[n_out++] = r;
+        }
+    }
+    firn__pkrun_writer_abort(w);
+    firn_free(a);
+    firn_free(b);
+    if (rc == FIRN_OK) {
+        for (size_t i = 0; i < n_out; i++) { /* the later run, the newer */
+            out[i]->level = sh.level;
+            runs_replace(idx, 0, 0, out[i]);
+        }
+        idx->flushes += n_out;
+        spill_free(idx);
+    } else {
+        for (size_t i = 0; i < n_out; i++)
+            firn__pkrun_close(out[i], true);
+        sp->buf = firn_malloc((size_t)SPILL_PARTS * sp->buf_slots * sizeof(pk_slot));
+    }
+    firn_free(out);
+    return rc;
+}
+
 firn_rc firn__pkindex_flush(firn__pkindex *idx, firn_err *err)
 {
+    if (idx->spill)
+        FIRN_TRY(spill_end(idx, err));
     return mt_flush(idx, err);
 }
 
@@ -577,7 +839,7 @@ pk_slot_for(firn__pkindex *idx, firn__pkkey k, pk_slot **out, bool *found, firn_
 
 void firn__pkindex_prefetch(const firn__pkindex *idx, firn__pkkey k)
 {
-    if (idx->mt_len)
+    if (idx->mt_len && !idx->spill)
         __builtin_prefetch(&idx->mt[mt_home(idx, k.h)], 1);
 }
 
@@ -586,6 +848,16 @@ firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool prese
 {
     FIRN_ASSERT(loc.file < PK_FILE_MAX);
     firn__pkindex_touch(idx);
+    if (idx->bulk && !idx->spill && idx->mt_shift == 0 &&
+        (idx->mt_used + 1) * 4 > idx->mt_cap * MT_LOAD_4)
+        FIRN_TRY(spill_begin(idx, err)); /* where bulk mode would flush the memtable */
+    if (idx->spill) {
+        pk_slot in = {(uint32_t)k.h, (uint32_t)(k.h >> 32), k.c, loc.file + 1, loc.pos};
+        FIRN_TRY(spill_put(idx->spill, &in, err));
+        if (!present)
+            idx->live++;
+        return FIRN_OK;
+    }
     pk_slot *s;
     bool found;
     FIRN_TRY(pk_slot_for(idx, k, &s, &found, err));
@@ -599,6 +871,8 @@ firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool prese
 firn_rc firn__pkindex_unset(firn__pkindex *idx, firn__pkkey k, bool present, firn_err *err)
 {
     firn__pkindex_touch(idx);
+    if (idx->spill) /* a tombstone in the memtable must be newer than every spilled key */
+        FIRN_TRY(spill_end(idx, err));
     bool found;
     size_t at = mt_probe(idx, k, &found);
     if (found) {
@@ -768,6 +1042,8 @@ firn_rc firn__pkindex_lookup(firn__pkindex *idx,
                              bool *out_found,
                              firn_err *err)
 {
+    if (idx->spill)
+        FIRN_TRY(spill_end(idx, err));
     probe *ps = NULL;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -842,7 +1118,7 @@ firn_rc firn__pkindex_remove(
 
 void firn__pkindex_reserve(firn__pkindex *idx, uint64_t keys)
 {
-    if (idx->mt_used != 0)
+    if (idx->mt_used != 0 || idx->spill)
         return; /* grown the usual way: the table holds entries */
     unsigned shift = idx->mt_shift;
     while (shift > 0 && (idx->mt_cap_max >> shift) * MT_LOAD_4 / 4 < keys)
@@ -862,6 +1138,8 @@ firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err)
         return FIRN_OK;
     }
     idx->bulk = false;
+    if (idx->spill)
+        FIRN_TRY(spill_end(idx, err));
     if (idx->n_runs > 1)
         FIRN_TRY(merge_runs(idx, 0, idx->n_runs, err));
     return maybe_merge(idx, err);

@@ -196,6 +196,11 @@ char *firn__pk_path(const char *dir, const char *name);
 FIRN_MUST_CHECK firn_rc
 firn__pk_write_all(int fd, const void *p, size_t len, const char *path, firn_err *err);
 
+/** Reads exactly len bytes of fd at off into p (path for messages). FIRN_ERR_IO, FIRN_ERR_PARSE
+ * when the file ends first. */
+FIRN_MUST_CHECK firn_rc
+firn__pk_read_at(int fd, void *p, size_t len, uint64_t off, const char *path, firn_err *err);
+
 /** Test hook: when not 0, counts down once per page written (all writers of the process, not
  * thread-safe) and the write that brings it to 0 fails with FIRN_ERR_IO. */
 extern uint64_t firn__pkrun_fail_after_pages;
@@ -229,6 +234,7 @@ struct firn__pkindex {
     firn__pkcache *cache;
     size_t cache_bytes;
     bool bulk;
+    struct pk_spill *spill; /* a bulk load past the memtable (eng_pkindex.c "bulk spill") */
     char **files;
     uint32_t n_files, files_cap;
     size_t live;

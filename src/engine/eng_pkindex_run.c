@@ -296,8 +296,14 @@ static void put_delta(firn__pkrun_writer *w, uint64_t delta)
 {
     uint64_t q = delta >> w->k;
     if (q < RICE_ESC) {
-        put_bits(w->page, &w->bitpos, (1ull << q) - 1, (unsigned)q + 1); /* q ones, a zero */
-        put_bits(w->page, &w->bitpos, delta, w->k);
+        uint64_t ones = (1ull << q) - 1; /* q ones, a zero */
+        if (q + 1 + w->k <= 64) {        /* one store: the same bits in the same order */
+            put_bits(w->page, &w->bitpos, ones | low_bits(delta, w->k) << (q + 1),
+                     (unsigned)q + 1 + w->k);
+        } else {
+            put_bits(w->page, &w->bitpos, ones, (unsigned)q + 1);
+            put_bits(w->page, &w->bitpos, delta, w->k);
+        }
     } else {
         put_bits(w->page, &w->bitpos, (1ull << RICE_ESC) - 1, RICE_ESC);
         put_bits(w->page, &w->bitpos, delta, 64);
@@ -329,8 +335,13 @@ firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w, const pk_entry *e, firn_er
     }
     if (w->shape.has_c)
         put_bits(w->page, &w->bitpos, e->c, 32);
-    put_bits(w->page, &w->bitpos, e->file1, w->fb);
-    put_bits(w->page, &w->bitpos, e->pos, w->pb);
+    if (w->fb + w->pb <= 64) { /* file1 then pos, as one store */
+        put_bits(w->page, &w->bitpos, (uint64_t)e->file1 | (uint64_t)e->pos << w->fb,
+                 (unsigned)w->fb + w->pb);
+    } else {
+        put_bits(w->page, &w->bitpos, e->file1, w->fb);
+        put_bits(w->page, &w->bitpos, e->pos, w->pb);
+    }
     w->page_n++;
     w->prev_h = e->h;
     w->last = *e;
@@ -423,7 +434,7 @@ firn_rc firn__pkrun_writer_finish(firn__pkrun_writer *w, firn__pkrun **out, firn
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
-static firn_rc read_at(int fd, void *p, size_t len, uint64_t off, const char *path, firn_err *err)
+firn_rc firn__pk_read_at(int fd, void *p, size_t len, uint64_t off, const char *path, firn_err *err)
 {
     uint8_t *b = p;
     while (len > 0) {
@@ -472,7 +483,8 @@ static firn_rc read_fences(firn__pkrun *r, uint32_t want_crc, firn_err *err)
 {
     size_t bytes = (size_t)r->n_pages * 8;
     uint8_t *raw = firn_malloc(bytes);
-    firn_rc rc = read_at(r->fd, raw, bytes, (uint64_t)PK_PAGE * (1u + r->n_pages), r->path, err);
+    firn_rc rc =
+        firn__pk_read_at(r->fd, raw, bytes, (uint64_t)PK_PAGE * (1u + r->n_pages), r->path, err);
     if (rc == FIRN_OK && (uint32_t)crc32(0L, raw, (uInt)bytes) != want_crc)
         rc = firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" has damaged fences", r->path);
     if (rc == FIRN_OK) {
@@ -502,7 +514,7 @@ firn_rc firn__pkrun_open(const char *path, firn__pkrun **out, firn_err *err)
     } else if ((uint64_t)st.st_size < PK_PAGE) {
         rc = firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" is incomplete", path);
     } else {
-        rc = read_at(r->fd, hdr, PK_PAGE, 0, path, err);
+        rc = firn__pk_read_at(r->fd, hdr, PK_PAGE, 0, path, err);
         if (rc == FIRN_OK)
             rc = parse_header(r, hdr, (uint64_t)st.st_size, err);
         if (rc == FIRN_OK)
@@ -586,8 +598,14 @@ static firn_rc decode_fields(const firn__pkrun *r, firn__pkpage_cur *c, firn_err
 {
     c->lazy = false;
     c->e.c = r->has_c ? (uint32_t)get_bits(c->bytes, &c->bitpos, 32) : 0;
-    c->e.file1 = (uint32_t)get_bits(c->bytes, &c->bitpos, r->fb);
-    c->e.pos = (uint32_t)get_bits(c->bytes, &c->bitpos, r->pb);
+    if (r->fb + r->pb <= 56) { /* file1 then pos, as one load */
+        uint64_t v = get_bits(c->bytes, &c->bitpos, (unsigned)r->fb + r->pb);
+        c->e.file1 = (uint32_t)low_bits(v, r->fb);
+        c->e.pos = (uint32_t)(v >> r->fb);
+    } else {
+        c->e.file1 = (uint32_t)get_bits(c->bytes, &c->bitpos, r->fb);
+        c->e.pos = (uint32_t)get_bits(c->bytes, &c->bitpos, r->pb);
+    }
     if (c->bitpos > c->end)
         return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\": page overruns", r->path);
     c->ok = true;
@@ -715,8 +733,8 @@ firn_rc firn__pkrun_iter_next(firn__pkrun_iter *it, firn_err *err)
     if (it->next_page >= it->buf_first + it->buf_n) {
         uint32_t n = r->n_pages - it->next_page;
         n = n > ITER_PAGES ? ITER_PAGES : n;
-        FIRN_TRY(read_at(r->fd, it->buf, (size_t)n * PK_PAGE,
-                         (uint64_t)PK_PAGE * (1u + it->next_page), r->path, err));
+        FIRN_TRY(firn__pk_read_at(r->fd, it->buf, (size_t)n * PK_PAGE,
+                                  (uint64_t)PK_PAGE * (1u + it->next_page), r->path, err));
         memset(it->buf + (size_t)n * PK_PAGE, 0, PK_PAGE_PAD);
         it->buf_first = it->next_page;
         it->buf_n = n;
@@ -847,7 +865,8 @@ firn_rc firn__pkcache_get(
     uint8_t *data = frame_data(pc, f);
     char what[64];
     snprintf(what, sizeof(what), "index run %u", run_id);
-    firn_rc rc = read_at(fd, data, PK_PAGE, (uint64_t)PK_PAGE * (1u + (uint64_t)page), what, err);
+    firn_rc rc =
+        firn__pk_read_at(fd, data, PK_PAGE, (uint64_t)PK_PAGE * (1u + (uint64_t)page), what, err);
     if (rc == FIRN_OK)
         rc = firn__pkrun_check_page(data, what, page, err);
     if (rc)

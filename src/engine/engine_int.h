@@ -134,8 +134,10 @@ FIRN_MUST_CHECK firn_rc firn__pkindex_remove(
  * (page faults) and places every entry again. No effect on a memtable holding entries or for a
  * few keys. */
 void firn__pkindex_reserve(firn__pkindex *idx, uint64_t keys);
-/** Bulk mode (backfill, rebuild): while on, runs are not merged as they are written; turning it
- * off merges them all into one (an external sort). FIRN_ERR_IO. */
+/** Bulk mode (a table's first copy): while on, keys set past what the memtable holds are spilled
+ * to hash partitions in a temporary file and nothing is merged; turning it off sorts the spill
+ * into one run (eng_pkindex.c "bulk spill") and merges every run into one. A lookup, removal or
+ * flush while on ends the spill first. FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err);
 /** Fills *out. */
 void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out);

@@ -292,6 +292,121 @@ T_TEST(reserve_sizes_memtable_once)
     remove_dir(dir);
 }
 
+/* A bulk copy past the memtable (the backfill's path: set with present = false): keys spill to
+ * hash partitions and become one run at the end. Checked against the model: state from before
+ * the copy (older runs, memtable entries, tombstones), keys set twice during the copy (the later
+ * location wins), a lookup in the middle of the copy (the spill ends early, a second one
+ * starts), string keys (check hashes) and a budget so small that partitions are sorted in
+ * pieces (several runs, merged when bulk mode ends). */
+static void run_bulk_spill(size_t memory, bool str, uint32_t n, uint64_t seed)
+{
+    rng_state = seed;
+    char *dir = temp_dir();
+    firn__pkindex_opts o = {dir, memory, NULL};
+    firn__pkindex *idx = firn__pkindex_new_opts(&o);
+    firn__keymap *ref = firn__keymap_new();
+    firn_err err = {0};
+    for (uint32_t i = 0; i < 40; i++) {
+        char loc[32];
+        snprintf(loc, sizeof(loc), "f%u", i);
+        firn__pkindex_add_file(idx, loc);
+    }
+    uint8_t key[64];
+    /* Before the copy: keys 0..2999 in runs and the memtable, every third removed. */
+    for (uint32_t v = 0; v < 3000; v++) {
+        size_t len = make_key(v, str, key);
+        firn__pkloc loc = {v % 3, v};
+        T_OK_ERR(firn__pkindex_put(idx, key, len, loc, &err), &err);
+        firn__keymap_put(ref, key, len, loc);
+    }
+    for (uint32_t v = 0; v < 3000; v += 3) {
+        size_t len = make_key(v, str, key);
+        T_OK_ERR(firn__pkindex_remove(idx, key, len, NULL, &err), &err);
+        firn__keymap_remove(ref, key, len);
+    }
+    T_OK(firn__pkindex_bulk(idx, true, &err));
+    for (uint32_t i = 0; i < n; i++) {
+        /* new keys 3000.., and every 50th a key set earlier in the copy again */
+        uint64_t v = i % 50 == 49 ? 3000 + rnd() % (i + 1) : 3000 + (uint64_t)i;
+        size_t len = make_key(v, str, key);
+        firn__pkloc loc = {3 + (uint32_t)(rnd() % 37), (uint32_t)(rnd() % 3000000)};
+        bool present = firn__keymap_get(ref, key, len, &(firn__pkloc){0});
+        T_OK_ERR(firn__pkindex_set(idx, firn__pkindex_key(idx, key, len), loc, present, &err),
+                 &err);
+        firn__keymap_put(ref, key, len, loc);
+        if (i == n / 2) { /* a lookup in the middle of the copy */
+            firn__pkloc got;
+            bool found;
+            T_OK_ERR(firn__pkindex_get(idx, key, len, &found, &got, &err), &err);
+            T_TRUE(found);
+            T_EQ_UINT(got.pos, loc.pos);
+        }
+    }
+    T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
+    firn__pkindex_stats st;
+    firn__pkindex_stats_get(idx, &st);
+    T_EQ_UINT(st.runs, 1); /* one run for the whole copy */
+    model_run mr = {3000 + n, 0, memory, str, true};
+    model_check_all(idx, ref, &mr);
+    /* and the index goes on as usual after the copy */
+    for (uint32_t v = 3000; v < 3000 + n; v += 7) {
+        size_t len = make_key(v, str, key);
+        T_OK_ERR(firn__pkindex_remove(idx, key, len, NULL, &err), &err);
+        firn__keymap_remove(ref, key, len);
+    }
+    model_check_all(idx, ref, &mr);
+    firn__pkindex_free(idx);
+    firn__keymap_free(ref);
+    remove_dir(dir);
+}
+
+T_TEST(bulk_spill_int_keys)
+{
+    run_bulk_spill(1 << 20, false, 60000, 11);
+}
+
+T_TEST(bulk_spill_string_keys)
+{
+    run_bulk_spill(1 << 20, true, 60000, 12);
+}
+
+T_TEST(bulk_spill_sorted_in_pieces)
+{
+    run_bulk_spill(64 << 10, false, 250000, 13);
+}
+
+/* A reserved memtable spills too: the copy of a table larger than the budget's share. */
+T_TEST(bulk_spill_after_reserve)
+{
+    char *dir = temp_dir();
+    firn__pkindex_opts o = {dir, 1 << 20, NULL};
+    firn__pkindex *idx = firn__pkindex_new_opts(&o);
+    firn_err err = {0};
+    firn__pkindex_add_file(idx, "f");
+    T_OK(firn__pkindex_bulk(idx, true, &err));
+    firn__pkindex_reserve(idx, 200000);
+    for (uint32_t i = 0; i < 200000; i++) {
+        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
+        T_OK_ERR(firn__pkindex_set(idx, k, (firn__pkloc){0, i}, false, &err), &err);
+    }
+    T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
+    firn__pkindex_stats st;
+    firn__pkindex_stats_get(idx, &st);
+    T_EQ_UINT(st.runs, 1);
+    T_EQ_UINT(st.merges, 0); /* written once: no merge */
+    T_EQ_UINT(st.keys, 200000);
+    for (uint32_t i = 0; i < 200000; i += 991) {
+        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
+        firn__pkloc got;
+        bool found;
+        T_OK_ERR(firn__pkindex_lookup(idx, &k, 1, &got, &found, &err), &err);
+        T_TRUE(found);
+        T_EQ_UINT(got.pos, i);
+    }
+    firn__pkindex_free(idx);
+    remove_dir(dir);
+}
+
 /* Many keys with the same h and different c (forced collisions of the 64-bit hash). */
 T_TEST(same_hash_different_check)
 {
@@ -362,4 +477,8 @@ T_MAIN(T_CASE(siphash128_reference_vectors),
        T_CASE(model_bulk_then_updates),
        T_CASE(reserve_sizes_memtable_once),
        T_CASE(same_hash_different_check),
-       T_CASE(temporary_folder_removed))
+       T_CASE(temporary_folder_removed),
+       T_CASE(bulk_spill_int_keys),
+       T_CASE(bulk_spill_string_keys),
+       T_CASE(bulk_spill_sorted_in_pieces),
+       T_CASE(bulk_spill_after_reserve))
