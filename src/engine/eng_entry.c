@@ -262,10 +262,14 @@ static firn_rc check_source(const firn_config *cfg, firn_err *err)
             rc = firn_pg_conn_query_value(
                 c, "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user",
                 v, sizeof(v), err);
-        if (rc == FIRN_OK && strcmp(v, "t") != 0)
+        if (rc == FIRN_OK && strcmp(v, "t") != 0) {
+            char role[FIRN_PG_QUOTED_MAX];
+            const char *user = PQuser(firn_pg_conn_pq(c));
             rc = firn_err_set(err, FIRN_ERR_PERMISSION,
-                              "the source user lacks the REPLICATION attribute; run ALTER ROLE "
-                              "<user> WITH REPLICATION");
+                              "role \"%s\" lacks the REPLICATION attribute; have a superuser "
+                              "run ALTER ROLE %s REPLICATION",
+                              user, firn_pg_ident_text(role, sizeof(role), user));
+        }
         if (rc == FIRN_OK)
             rc = check_publication_owner(cfg, c, err);
         if (rc == FIRN_OK)

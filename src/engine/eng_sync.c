@@ -646,11 +646,41 @@ static size_t pending_copies(const firn__engine *e, char *out, size_t cap)
     return n;
 }
 
+/* True when this run created every CDC table and the state file records no position
+ * acknowledged to a slot. A run of this destination creates its tables before the slot, so a
+ * slot that exists when none of them did was made by someone else: another destination syncing
+ * the same database under the same slot name, which would lose the changes it has not read yet
+ * if firn dropped or read the slot. (Tables dropped to be copied again leave the state's
+ * position behind: their slot is this destination's.) */
+static bool slot_of_another(const firn__engine *e)
+{
+    if (e->state.global_lsn != 0)
+        return false;
+    bool any = false;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn__table *t = e->tables[i];
+        if (!t->cdc)
+            continue;
+        if (!t->created)
+            return false;
+        any = true;
+    }
+    return any;
+}
+
 static firn_rc drop_unused_slot(firn__engine *e, bool *have_slot, firn_err *err)
 {
     const char *slot = e->cfg->source.slot;
     if (!*have_slot || !e->cfg->source.create_slot || !slot_unused(e))
         return FIRN_OK;
+    if (slot_of_another(e))
+        return firn_err_set(err, FIRN_ERR_EXISTS,
+                            "replication slot \"%s\" already exists, but this destination has no "
+                            "table synced from it (another destination or consumer may read it): "
+                            "give this destination its own \"slot\" in the source file, or drop "
+                            "the slot with SELECT pg_drop_replication_slot('%s') if nothing uses "
+                            "it",
+                            slot, slot);
     if (resumable_copy(e)) {
         e->backfill_resume = true;
         FIRN_LOG(FIRN_LOG_INFO, "engine",

@@ -288,6 +288,7 @@ static firn_rc create_table(firn__table *t, firn_err *err)
     if (rc == FIRN_OK) {
         firn_table_create opts = {schema, spec, NULL, NULL, &props, fv};
         rc = firn_catalog_create_table(cat, t->ns, t->name, &opts, &t->cat, err);
+        t->created = rc == FIRN_OK;
         if (rc == FIRN_OK)
             FIRN_LOG(FIRN_LOG_INFO, "engine",
                      "table \"%s\": created with format version %d and %s: %s", t->display, fv,

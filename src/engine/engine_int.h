@@ -372,6 +372,7 @@ typedef struct firn__table {
     bool upsert;                      /* folded by key with position deletes, else append */
     bool soft_delete;                 /* upsert table whose deletes leave a tombstone row */
     bool needs_backfill;
+    bool created;          /* the Iceberg table was created by this run (it did not exist) */
     bool cdc;              /* changes come from the replication stream */
     uint32_t key_cols[32]; /* batch columns of the identifier */
     size_t n_key;

@@ -336,6 +336,52 @@ def test_slot_locked_while_another_firn_copies(fe, pg, pg_db):
     fe.sync(timeout=120)  # the lock went with the connection
 
 
+def test_slot_of_another_destination_is_not_dropped(fe, pg, pg_db, tmp_path):
+    """Two destinations from one database under the same slot name (the default firn_<database>
+    of two source files): the second one's first run must not drop or read the first one's slot,
+    whose unread changes it would lose; it stops naming the slot and both remedies, and the first
+    destination still gets every change."""
+    fe.sync()
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("INSERT INTO t VALUES (2, 'b'); UPDATE t SET v = 'a2' WHERE id = 1")
+    other = FirnEnv(fe.firn_bin, tmp_path / "other", pg_db)
+    other.setup(pg, ["t"])
+    line = one_error(run(other, "sync", *other.sync_args), 3)
+    assert line == ('firn: replication slot "firn_e2e" already exists, but this destination has '
+                    "no table synced from it (another destination or consumer may read it): give "
+                    'this destination its own "slot" in the source file, or drop the slot with '
+                    "SELECT pg_drop_replication_slot('firn_e2e') if nothing uses it"), line
+    fe.sync()
+    rows = fe.pyiceberg_arrow("t").select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a2"), (2, "b")], rows
+    # its own slot works at once
+    other.write_source(pg, slot="firn_other")
+    other.sync()
+    rows = other.pyiceberg_arrow("t").select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a2"), (2, "b")], rows
+
+
+def test_role_without_replication(fe, pg, pg_db):
+    """A role without REPLICATION: `check` and `sync` both name the role and the statement to
+    run (sync used to print libpq's "must be superuser or replication role to start
+    walsender"), and the statement as printed fixes it."""
+    role = f"No Repl {uuid.uuid4().hex[:6]}"
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN; GRANT SELECT ON t TO "{role}"')
+    fe.write_source(pg, username=role, create_publication=False, initial_wait_seconds=1)
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE PUBLICATION firn_e2e FOR TABLE t")
+    want = (f'firn: role "{role}" lacks the REPLICATION attribute; have a superuser run ALTER '
+            f'ROLE "{role}" REPLICATION')
+    for args in (["check", "--source", str(fe.source), "--streams", str(fe.streams)],
+                 ["sync", *fe.sync_args]):
+        assert one_error(run(fe, *args), 3) == want
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(want.split("run ", 1)[1])
+    fe.sync()
+    assert fe.pyiceberg_arrow("t").select(["id", "v"]).to_pylist() == [{"id": 1, "v": "a"}]
+
+
 # ---- stream and budget mistakes found by hostile testing --------------------------------------
 
 def test_nullable_primary_key_override(fe, pg, pg_db):

@@ -87,6 +87,13 @@ static firn_rc connect_error(PGconn *conn, firn_err *err)
     else if (strstr(msg, "no pg_hba.conf entry") || strstr(msg, "must have replication") ||
              strstr(msg, "permission denied"))
         rc = FIRN_ERR_PERMISSION;
+    if (conn && strstr(msg, "replication role to start walsender")) { /* no REPLICATION */
+        char role[FIRN_PG_QUOTED_MAX];
+        return firn_err_set(err, FIRN_ERR_PERMISSION,
+                            "role \"%s\" lacks the REPLICATION attribute; have a superuser run "
+                            "ALTER ROLE %s REPLICATION",
+                            PQuser(conn), firn_pg_ident_text(role, sizeof(role), PQuser(conn)));
+    }
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         n--;
