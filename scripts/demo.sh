@@ -38,7 +38,8 @@ mkdir -p "$DEMO"
 rm -rf "$WAREHOUSE" "$DEMO/catalog.db" "$DEMO/state.json" "$DEMO/streams.json" "$DEMO/index"
 psql -X -q -d "$FIRN_TEST_PGURI" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
     WHERE slot_name = 'firn_demo'" >/dev/null
-psql -X -q -d "$FIRN_TEST_PGURI" -c "DROP PUBLICATION IF EXISTS firn_demo" >/dev/null
+psql -X -q -d "$FIRN_TEST_PGURI" -c "SET client_min_messages = warning" \
+    -c "DROP PUBLICATION IF EXISTS firn_demo" >/dev/null
 
 say "writing the configuration into $DEMO (source.json, destination.json)"
 cat >"$DEMO/source.json" <<JSON

@@ -59,6 +59,12 @@ static firn_rc read_file(const char *path, char **out, size_t *out_len, firn_err
 static firn_rc
 parse_json(const char *text, size_t len, const char *name, json_t **out, firn_err *err)
 {
+    size_t blank = 0; /* text need not end with a NUL (firn_config_parse) */
+    while (blank < len && text[blank] && strchr(" \t\r\n", text[blank]))
+        blank++;
+    if (blank == len)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "%s: the file is empty; it must hold a JSON object", name);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     char brief[FIRN_JSON_ERROR_BRIEF_MAX];

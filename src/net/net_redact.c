@@ -176,6 +176,10 @@ const char *firn_json_error_brief(
     }
     while (n > 0 && error_text[n - 1] == ' ')
         n--;
+    if (strstr(error_text, "JSON_ALLOW_NUL")) { /* jansson names its own flag */
+        error_text = "\\u0000 (a NUL character) is not allowed";
+        n = strlen(error_text);
+    }
     if (n == 0) {
         error_text = "syntax error";
         n = strlen(error_text);

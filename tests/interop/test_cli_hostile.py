@@ -126,3 +126,18 @@ def test_long_message(firn_bin):
     option = "--\x01" + "x" * 1500
     line = error_line(run(firn_bin, "check", option))
     assert line.startswith('firn: check: unknown option "--\\x01' + "x" * 100), line[:200]
+
+
+@pytest.mark.parametrize("text,what", [
+    ("", "the file is empty; it must hold a JSON object"),
+    (" \n\t\n", "the file is empty; it must hold a JSON object"),
+    ('{"host": "h", "password": "se\\u0000cret"}',
+     '1:40: invalid JSON: \\u0000 (a NUL character) is not allowed at key "password"')])
+def test_empty_file_and_nul(firn_bin, tmp_path, text, what):
+    """trial13: an empty file said "2:0: invalid JSON: '[' or '{' expected", and a \\u0000 named
+    jansson's flag ("... is not allowed without JSON_ALLOW_NUL")."""
+    src = write(tmp_path, "source.json", text)
+    line = error_line(run(firn_bin, "check", "--source", str(src)))
+    assert line == f"firn: {src}: {what}" if what.startswith("the") else \
+        line == f"firn: {src}:{what}", line
+    assert "cret" not in line
