@@ -476,15 +476,19 @@ static void append_repeat_bytes(firn_column *c, const void *p, size_t len, size_
         c->offsets = firn_reallocarray(c->offsets, c->offsets_cap, sizeof(uint32_t));
     }
     validity_grow(c, c->length + n, false);
+    FIRN_ASSERT(c->data.len + len * n <= UINT32_MAX);
+    uint8_t *out = c->data.data + c->data.len; /* reserved above */
+    uint32_t end = (uint32_t)c->data.len;
     for (size_t i = 0; i < n; i++) {
-        rc = firn_buf_append(&c->data, p, len);
-        FIRN_ASSERT(rc == FIRN_OK);
+        memcpy(out + i * len, p, len);
+        end += (uint32_t)len;
         size_t k = c->length + i;
-        FIRN_ASSERT(c->data.len <= UINT32_MAX);
-        c->offsets[k + 1] = (uint32_t)c->data.len;
+        c->offsets[k + 1] = end;
         if (c->validity)
             c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
     }
+    c->data.len += len * n;
+    c->data.data[c->data.len] = '\0'; /* as firn_buf_append keeps it */
     c->length += n;
 }
 
