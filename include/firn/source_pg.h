@@ -279,6 +279,17 @@ FIRN_MUST_CHECK firn_rc firn_pg_discover_named(firn_pg_conn *c,
                                                size_t n_names,
                                                firn_pg_catalog **out,
                                                firn_err *err);
+/** Which tables of cat the publication named `publication` (unquoted, borrowed) carries, as the
+ * CDC preflight counts it: the table itself, one of its partitions, or an ancestor.
+ * out_covered[i] (caller-allocated, firn_pg_catalog_tables(cat) entries) for table i;
+ * *out_exists false, and every entry false, when no publication of that name exists.
+ * FIRN_ERR_SOURCE on server errors. Borrows cat; not thread-safe per connection. */
+FIRN_MUST_CHECK firn_rc firn_pg_publication_coverage(firn_pg_conn *c,
+                                                     const char *publication,
+                                                     const firn_pg_catalog *cat,
+                                                     bool *out_exists,
+                                                     bool *out_covered,
+                                                     firn_err *err);
 /** Frees the catalog and its tables (NULL accepted). */
 void firn_pg_catalog_free(firn_pg_catalog *cat);
 /** Number of tables discovered. */

@@ -45,6 +45,8 @@ static const cli_cmd commands[] = {
      "usage: firn discover --source FILE [--destination FILE] [--streams FILE] [--output FILE]\n"
      "\n"
      "Writes a streams file listing every table with its columns, key and cursor candidates.\n"
+     "A table CDC cannot stream (no replica identity, or outside the existing publication) is\n"
+     "offered without the CDC modes, and its notes say why and what to run.\n"
      "With --streams, the selections and options of that file are kept. The file is written to\n"
      "--output, else over --streams, else streams.json next to the source file.\n"
      "\n"

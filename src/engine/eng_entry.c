@@ -391,35 +391,91 @@ static char *discovered_schema_json(const firn_pg_table *t)
     return out;
 }
 
-static void describe_stream(firn_stream_config *st,
+/* The sync modes t can have (CDC needs a replica identity, and the table in the publication
+ * when one exists: missing_pub names it when it does not carry t, else NULL), with a note saying
+ * why a mode is missing; a new stream offered a CDC mode it cannot have gets full_refresh
+ * instead, and one outside the publication is also left unselected (the user chose what to
+ * publish). An old selection that cannot work is kept, with a warning: firn sync refuses it.
+ * Returns true for a new stream offered without the CDC modes for want of the publication. */
+static bool offer_modes(firn_stream_config *st,
+                        const firn_pg_table *t,
+                        const firn_stream_config *old,
+                        const char *missing_pub)
+{
+    const bool cdc_mode =
+        st->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || st->sync_mode == FIRN_SYNC_CDC_ONLY;
+    /* firn sync refuses CDC for such a table (eng_sync.c check_replica_identity). */
+    const bool identity_ok =
+        !(t->replica_identity == 'n' || (t->replica_identity == 'd' && !t->has_primary_key));
+    const bool cdc_ok = identity_ok && !missing_pub;
+    firn_buf add; /* the statement that puts t into the publication */
+    firn_buf_init(&add, 4096);
+    if (missing_pub) {
+        firn_rc_ignore(firn_buf_append_cstr(&add, "ALTER PUBLICATION "));
+        firn_rc_ignore(firn_pg_ident_append(&add, missing_pub));
+        firn_rc_ignore(firn_buf_appendf(&add, " ADD TABLE %s", t->qualified));
+    }
+    if (!old && cdc_mode && !cdc_ok) {
+        st->sync_mode = FIRN_SYNC_FULL_REFRESH;
+        st->selected &= !missing_pub; /* log_unpublished names these, in one line */
+        if (!missing_pub)
+            FIRN_LOG(FIRN_LOG_WARN, "engine",
+                     "table %s has no primary key or replica identity: listed as full_refresh "
+                     "(add one, or REPLICA IDENTITY FULL, for CDC)",
+                     t->qualified);
+    } else if (old && old->selected && cdc_mode && !identity_ok) {
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "stream \"%s.%s\": sync mode %s needs a primary key or replica identity, which "
+                 "table %s lacks: firn sync will refuse it (add one, or REPLICA IDENTITY FULL, or "
+                 "choose full_refresh or incremental)",
+                 t->schema_name, t->name, firn_sync_mode_name(st->sync_mode), t->qualified);
+    } else if (old && old->selected && cdc_mode && missing_pub) {
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "stream \"%s.%s\": sync mode %s needs table %s in publication \"%s\", which "
+                 "does not carry it: firn sync will refuse it (run %s, or choose full_refresh or "
+                 "incremental)",
+                 t->schema_name, t->name, firn_sync_mode_name(st->sync_mode), t->qualified,
+                 missing_pub, (const char *)add.data);
+    }
+    static const char *modes[] = {"full_refresh", "full_refresh_cdc", "cdc_only", "incremental"};
+    for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
+        if (cdc_ok || (k != 1 && k != 2))
+            firn_strlist_push(&st->supported_sync_modes, modes[k]);
+    }
+    if (!identity_ok)
+        firn_strlist_push(&st->notes,
+                          "full_refresh_cdc and cdc_only are not supported: the table has no "
+                          "primary key or replica identity, so CDC cannot carry its updates and "
+                          "deletes (add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL, "
+                          "and run firn discover again)");
+    if (missing_pub) {
+        firn_buf note;
+        firn_buf_init(&note, 8192);
+        firn_rc_ignore(firn_buf_appendf(
+            &note,
+            "full_refresh_cdc and cdc_only are not supported: the table is not in publication "
+            "\"%s\", so the WAL stream does not carry its changes (add it with %s and run firn "
+            "discover again)",
+            missing_pub, (const char *)add.data));
+        firn_strlist_push(&st->notes, (const char *)note.data);
+        firn_buf_deinit(&note);
+    }
+    firn_buf_deinit(&add);
+    return !old && cdc_mode && missing_pub;
+}
+
+/* Fills st for table t (see offer_modes for missing_pub and the result). */
+static bool describe_stream(firn_stream_config *st,
                             const firn_pg_table *t,
                             const firn_stream_config *old,
-                            const firn_config *cfg)
+                            const firn_config *cfg,
+                            const char *missing_pub)
 {
     memset(st, 0, sizeof(*st));
     st->namespace = firn_strdup(t->schema_name);
     st->name = firn_strdup(t->name);
     st->selected = old ? old->selected : !cfg->has_streams;
     st->sync_mode = old ? old->sync_mode : cfg->source.default_mode;
-    bool cdc_mode =
-        st->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || st->sync_mode == FIRN_SYNC_CDC_ONLY;
-    /* firn sync refuses CDC for such a table (eng_sync.c check_replica_identity). */
-    const bool cdc_ok =
-        !(t->replica_identity == 'n' || (t->replica_identity == 'd' && !t->has_primary_key));
-    if (!old && cdc_mode && !cdc_ok) {
-        /* CDC would need a replica identity: offer the table as full refresh instead. */
-        st->sync_mode = FIRN_SYNC_FULL_REFRESH;
-        FIRN_LOG(FIRN_LOG_WARN, "engine",
-                 "table %s has no primary key or replica identity: listed as full_refresh (add "
-                 "one, or REPLICA IDENTITY FULL, for CDC)",
-                 t->qualified);
-    } else if (old && old->selected && cdc_mode && !cdc_ok) {
-        FIRN_LOG(FIRN_LOG_WARN, "engine",
-                 "stream \"%s.%s\": sync mode %s needs a primary key or replica identity, which "
-                 "table %s lacks: firn sync will refuse it (add one, or REPLICA IDENTITY FULL, or "
-                 "choose full_refresh or incremental)",
-                 t->schema_name, t->name, firn_sync_mode_name(st->sync_mode), t->qualified);
-    }
     st->append_mode = old ? old->append_mode : t->n_key == 0;
     st->soft_delete = old && old->soft_delete;
     st->sync_new_columns = old ? old->sync_new_columns : true;
@@ -445,19 +501,37 @@ static void describe_stream(firn_stream_config *st,
         }
     }
     firn__columns_rediscover(st, t, old);
-    static const char *modes[] = {"full_refresh", "full_refresh_cdc", "cdc_only", "incremental"};
-    for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) {
-        if (cdc_ok || (k != 1 && k != 2))
-            firn_strlist_push(&st->supported_sync_modes, modes[k]);
-    }
-    if (!cdc_ok)
-        firn_strlist_push(&st->notes,
-                          "full_refresh_cdc and cdc_only are not supported: the table has no "
-                          "primary key or replica identity, so CDC cannot carry its updates and "
-                          "deletes (add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL, "
-                          "and run firn discover again)");
+    const bool left_out = offer_modes(st, t, old, missing_pub);
     for (size_t k = 0; k < t->n_columns; k++)
         firn_strlist_push(&st->available_cursor_fields, t->columns[k].name);
+    return left_out;
+}
+
+/* One warning for the new tables discover lists unselected because the publication does not
+ * carry them (a database may have hundreds), naming the first few. */
+static void log_unpublished(const firn_streams_config *out, const char *pub, const bool *left_out)
+{
+    firn_buf names;
+    firn_buf_init(&names, 4096);
+    size_t n = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        const firn_stream_config *st = &out->items[i];
+        if (!left_out[i])
+            continue;
+        if (n < 5)
+            firn_rc_ignore(
+                firn_buf_appendf(&names, "%s%s.%s", n ? ", " : "", st->namespace, st->name));
+        n++;
+    }
+    if (n > 5)
+        firn_rc_ignore(firn_buf_appendf(&names, " and %zu more", n - 5));
+    if (n)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "%zu table%s not in publication \"%s\" listed unselected, without the CDC "
+                 "modes: %s (for CDC run ALTER PUBLICATION ... ADD TABLE, then firn discover "
+                 "again)",
+                 n, n == 1 ? "" : "s", pub, (const char *)names.data);
+    firn_buf_deinit(&names);
 }
 
 firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err *err)
@@ -477,15 +551,28 @@ firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err
         rc = fault(FIRN_FAULT_SOURCE, firn_pg_discover(c, (const char *const *)patterns,
                                                        cfg->source.schemas.count, &pgcat, err));
     firn_streams_config out = {0};
+    const size_t n = rc == FIRN_OK ? firn_pg_catalog_tables(pgcat) : 0;
+    bool *covered = firn_calloc(n ? n : 1, sizeof(bool));
+    bool *left_out = firn_calloc(n ? n : 1, sizeof(bool));
+    bool pub_exists = false;
+    /* A publication that exists decides which tables CDC can stream (sync does not add tables
+     * to it); a missing one is created for the selected tables. */
+    if (rc == FIRN_OK && cfg->source.update_method != FIRN_UPDATE_STANDALONE)
+        rc =
+            fault(FIRN_FAULT_SOURCE, firn_pg_publication_coverage(c, cfg->source.publication, pgcat,
+                                                                  &pub_exists, covered, err));
+    for (size_t i = 0; i < n && !pub_exists; i++)
+        covered[i] = true;
     if (rc == FIRN_OK) {
-        size_t n = firn_pg_catalog_tables(pgcat);
         out.items = firn_calloc(n ? n : 1, sizeof(*out.items));
         for (size_t i = 0; i < n; i++) {
             const firn_pg_table *t = firn_pg_catalog_table(pgcat, i);
             const firn_stream_config *old =
                 cfg->has_streams ? firn_streams_find(&cfg->streams, t->schema_name, t->name) : NULL;
-            describe_stream(&out.items[out.count++], t, old, cfg);
+            left_out[i] = describe_stream(&out.items[out.count++], t, old, cfg,
+                                          covered[i] ? NULL : cfg->source.publication);
         }
+        log_unpublished(&out, cfg->source.publication, left_out);
         rc = fault(FIRN_FAULT_CONFIG, firn_streams_save(&out, path, err));
         if (rc == FIRN_OK)
             FIRN_LOG(FIRN_LOG_INFO, "engine", "discovered %zu table%s into %s", out.count,
@@ -494,6 +581,8 @@ firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err
     for (size_t i = 0; i < out.count; i++)
         firn__cfg_stream_free(&out.items[i]);
     firn_free(out.items);
+    firn_free(covered);
+    firn_free(left_out);
     for (size_t i = 0; i < cfg->source.schemas.count; i++)
         firn_free(patterns[i]);
     firn_free(patterns);

@@ -11,7 +11,7 @@ import re
 import subprocess
 import time
 
-from firnutil import FirnEnv
+from firnutil import FirnEnv, compare_table
 
 SCHEMA = """
 CREATE TABLE orders (id int8 PRIMARY KEY, placed date, total numeric(10, 2));
@@ -394,6 +394,95 @@ def test_discover_lists_only_modes_that_work(pg, pg_db, firn_bin, tmp_path):
     assert "notes" not in out.stderr, out.stderr[-2000:]
     rows = fe.catalog().load_table("e2e.bare").scan().to_arrow().select(["v", "n"]).to_pylist()
     assert sorted((r["v"], r["n"]) for r in rows) == [("b", 1), ("c", 2)]
+
+
+def test_discover_offers_cdc_only_for_published_tables(pg, pg_db, firn_bin, duck, tmp_path):
+    """With an existing publication (the user's), CDC can stream only the tables it carries
+    (itself, or a partitioned table through its partitions): discover lists the others
+    unselected, as full_refresh, without the CDC modes, and their "notes" give the ALTER
+    PUBLICATION that adds them, in one warning for all. A selection that still asks for CDC
+    there is warned about at the next discover; check and sync refuse it in one line; once the
+    table is added, discover offers CDC and the sync streams it exactly."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+        conn.execute("CREATE TABLE ev (id int, at date, PRIMARY KEY (id, at)) "
+                     "PARTITION BY RANGE (at); CREATE TABLE ev_2024 PARTITION OF ev FOR VALUES "
+                     "FROM ('2024-01-01') TO ('2025-01-01'); "
+                     "CREATE TABLE \"Odd Name\" (id int PRIMARY KEY); "
+                     "CREATE PUBLICATION \"Pub O\" FOR TABLE orders, ev")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.write_source(pg, publication="Pub O", create_publication=False,
+                        default_mode="full_refresh_cdc")
+        proc = fe.run("discover", "--source", str(fe.source), "--output", str(fe.streams))
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(fe.streams.read_text())
+        found = {s["stream"]["name"]: s["stream"] for s in doc["streams"]}
+        assert set(found) == {"orders", "notes", "refunds", "ev", "Odd Name"}
+        every = ["full_refresh", "full_refresh_cdc", "cdc_only", "incremental"]
+        for name in ("orders", "ev"):
+            assert found[name]["supported_sync_modes"] == every, found[name]
+            assert "notes" not in found[name], found[name]
+        sel = selected(doc)
+        assert set(sel) == {"orders", "ev"}, sel
+        assert all(s["sync_mode"] == "full_refresh_cdc" for s in sel.values()), sel
+        for name, qualified in (("notes", '"public"."notes"'), ("refunds", '"public"."refunds"'),
+                                ("Odd Name", '"public"."Odd Name"')):
+            st = found[name]
+            assert st["supported_sync_modes"] == ["full_refresh", "incremental"], st
+            assert st["sync_mode"] == "full_refresh", st
+            assert st["notes"] == [
+                'full_refresh_cdc and cdc_only are not supported: the table is not in '
+                'publication "Pub O", so the WAL stream does not carry its changes (add it with '
+                f'ALTER PUBLICATION "Pub O" ADD TABLE {qualified} and run firn discover '
+                'again)'], st
+        warns = [ln for ln in proc.stderr.splitlines() if "not in publication" in ln]
+        assert len(warns) == 1, proc.stderr
+        assert ('3 tables not in publication \\"Pub O\\" listed unselected, without the CDC '
+                'modes: public.Odd Name, public.notes, public.refunds') in warns[0], warns
+
+        # Selected without a mode, refunds takes the one discover offered.
+        doc["selected_streams"]["public"].append({"stream_name": "refunds"})
+        fe.streams.write_text(json.dumps(doc, indent=2))
+        proc = fe.run("discover", "--source", str(fe.source), "--streams", str(fe.streams))
+        assert proc.returncode == 0 and "refuse" not in proc.stderr, proc.stderr
+        doc = json.loads(fe.streams.read_text())
+        assert selected(doc)["refunds"]["sync_mode"] == "full_refresh", doc["selected_streams"]
+        # The user asks for CDC on it anyway (OLake's name for full_refresh_cdc).
+        selected(doc)["refunds"]["sync_mode"] = "cdc"
+        fe.streams.write_text(json.dumps(doc, indent=2))
+        proc = fe.run("discover", "--source", str(fe.source), "--streams", str(fe.streams))
+        assert proc.returncode == 0, proc.stderr
+        assert ('stream \\"public.refunds\\": sync mode full_refresh_cdc needs table '
+                '\\"public\\".\\"refunds\\" in publication \\"Pub O\\", which does not carry it: firn '
+                'sync will refuse it (run ALTER PUBLICATION \\"Pub O\\" ADD TABLE '
+                '\\"public\\".\\"refunds\\", or choose full_refresh or incremental)') in proc.stderr, \
+            proc.stderr[-2000:]
+        assert set(selected(json.loads(fe.streams.read_text()))) == {"orders", "ev", "refunds"}
+        refused = ('firn: publication "Pub O" does not cover table "public.refunds"; run ALTER '
+                   'PUBLICATION "Pub O" ADD TABLE "public"."refunds"')
+        fe.write_destination()
+        proc = fe.run("check", "--source", str(fe.source), "--streams", str(fe.streams),
+                      "--log", "error")
+        assert (proc.returncode, proc.stderr.strip()) == (3, refused), proc.stderr
+        proc = fe.sync("--log", "error", check=False)
+        assert (proc.returncode, proc.stderr.strip()) == (3, refused), proc.stderr
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
+
+        # Added to the publication: CDC offered, and the sync streams it value by value.
+        conn.execute('ALTER PUBLICATION "Pub O" ADD TABLE refunds')
+        proc = fe.run("discover", "--source", str(fe.source), "--streams", str(fe.streams))
+        assert proc.returncode == 0 and "not in publication" not in proc.stderr, proc.stderr
+        found = {s["stream"]["name"]: s["stream"]
+                 for s in json.loads(fe.streams.read_text())["streams"]}
+        assert found["refunds"]["supported_sync_modes"] == every, found["refunds"]
+        assert "notes" not in found["refunds"], found["refunds"]
+        conn.execute("INSERT INTO refunds VALUES (1, 1, 2.5), (2, 2, 5)")
+        fe.sync()
+        conn.execute("UPDATE refunds SET amount = 3 WHERE id = 1; "
+                     "INSERT INTO refunds VALUES (3, 3, 7.5)")
+        fe.sync()
+        compare_table(fe, conn, duck, "refunds")
+        conn.execute("SELECT pg_drop_replication_slot('firn_e2e')")
 
 
 def test_state_and_status_after_incremental_only_run(pg, pg_db, firn_bin, tmp_path):

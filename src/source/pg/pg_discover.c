@@ -453,6 +453,51 @@ firn_rc firn_pg_discover_named(firn_pg_conn *c,
     return discover(c, &m, out, err);
 }
 
+firn_rc firn_pg_publication_coverage(firn_pg_conn *c,
+                                     const char *publication,
+                                     const firn_pg_catalog *cat,
+                                     bool *out_exists,
+                                     bool *out_covered,
+                                     firn_err *err)
+{
+    /* As the CDC preflight counts it (pgo_check.c read_table): the table, one of its partitions
+     * (published without publish_via_partition_root) or an ancestor. */
+    static const char SQL[] =
+        "SELECT c.oid FROM pg_class c WHERE c.oid = ANY ($2::oid[]) AND EXISTS (SELECT 1 FROM "
+        "pg_publication_tables p JOIN pg_namespace pn ON pn.nspname = p.schemaname JOIN pg_class "
+        "pc ON pc.relnamespace = pn.oid AND pc.relname = p.tablename WHERE p.pubname = $1 AND "
+        "(pc.oid = c.oid OR pc.oid IN (SELECT relid FROM pg_partition_tree(c.oid)) OR pc.oid IN "
+        "(SELECT pg_partition_ancestors(c.oid))))";
+    *out_exists = false;
+    for (size_t i = 0; i < cat->n_tables; i++)
+        out_covered[i] = false;
+    PGresult *res = NULL;
+    const char *params[2] = {publication, NULL};
+    FIRN_TRY(
+        firn__pg_query(c, "SELECT 1 FROM pg_publication WHERE pubname = $1", 1, params, &res, err));
+    *out_exists = PQntuples(res) > 0;
+    PQclear(res);
+    if (!*out_exists || cat->n_tables == 0)
+        return FIRN_OK;
+    firn_buf oids;
+    firn_buf_init(&oids, (size_t)16 * cat->n_tables + 16);
+    firn_rc_ignore(firn_buf_append_cstr(&oids, "{"));
+    for (size_t i = 0; i < cat->n_tables; i++)
+        firn_rc_ignore(firn_buf_appendf(&oids, "%s%u", i ? "," : "", cat->tables[i]->oid));
+    firn_rc_ignore(firn_buf_append_cstr(&oids, "}"));
+    params[1] = (const char *)oids.data;
+    firn_rc rc = firn__pg_query(c, SQL, 2, params, &res, err);
+    firn_buf_deinit(&oids);
+    for (int r = 0; rc == FIRN_OK && r < PQntuples(res); r++) {
+        uint32_t oid = 0;
+        rc = parse_u32(PQgetvalue(res, r, 0), &oid, err);
+        for (size_t i = 0; rc == FIRN_OK && i < cat->n_tables; i++)
+            out_covered[i] |= cat->tables[i]->oid == oid;
+    }
+    PQclear(res);
+    return rc;
+}
+
 firn_rc
 firn_pg_table_set_key(firn_pg_table *t, const char *const *names, size_t n_names, firn_err *err)
 {
