@@ -375,8 +375,10 @@ FIRN_MUST_CHECK firn_rc firn_pgo_stream_create_slot(firn_pgo_stream *s,
  * that owns the connection from then on: it reads ahead into a bounded queue, answers keepalives
  * and sends status updates while the caller is busy (docs/cdc.md "Feedback"). Everything the
  * stream delivers before the engine confirms is redelivered after a restart. Errors:
- * FIRN_ERR_SOURCE (slot missing, in use, invalidated: the message says so and what to run),
- * FIRN_ERR_IO (the thread could not start). */
+ * FIRN_ERR_UNAVAILABLE (the slot is active for another process, e.g. the server's walsender of
+ * a connection that dropped, not yet gone; or the server is shutting down), FIRN_ERR_SOURCE
+ * (slot missing, invalidated: the message says so and what to run), FIRN_ERR_NETWORK, FIRN_ERR_IO
+ * (the thread could not start). */
 FIRN_MUST_CHECK firn_rc firn_pgo_stream_start(firn_pgo_stream *s,
                                               uint64_t start_lsn,
                                               firn_err *err);
@@ -385,9 +387,11 @@ FIRN_MUST_CHECK firn_rc firn_pgo_stream_start(firn_pgo_stream *s,
  * wait); ev->type 0 when nothing arrived in time, or at once after a keepalive that asks for a
  * reply (firn_pgo_stream_take_reply_request). The receiver thread answers the server
  * meanwhile, also between calls however far apart. Errors: FIRN_ERR_NETWORK
- * (connection dropped: restart the stream, nothing is lost), FIRN_ERR_SOURCE (server error,
- * e.g. slot invalidated), FIRN_ERR_PROTOCOL (undecodable message), FIRN_ERR_IO (spill file).
- * The event borrows from the stream until the next call. */
+ * (connection dropped or silent for recv_timeout_ms: restart the stream, nothing is lost),
+ * FIRN_ERR_UNAVAILABLE (the server ended the stream: it is shutting down or restarting, or an
+ * administrator ended the walsender), FIRN_ERR_SOURCE (server error, e.g. slot invalidated),
+ * FIRN_ERR_PROTOCOL (undecodable message), FIRN_ERR_IO (spill file). Those two first set
+ * firn_pgo_stream_lost. The event borrows from the stream until the next call. */
 FIRN_MUST_CHECK firn_rc firn_pgo_stream_next(firn_pgo_stream *s,
                                              int timeout_ms,
                                              firn_pgo_event *ev,
@@ -412,6 +416,11 @@ FIRN_MUST_CHECK firn_rc firn_pgo_stream_send_status(firn_pgo_stream *s, firn_err
  * holding the shutdown (and every new connection) until its next commit. Engine thread only. */
 bool firn_pgo_stream_take_reply_request(firn_pgo_stream *s);
 
+/** True once firn_pgo_stream_next failed because the connection was lost or went silent, or
+ * the server ended the stream (FIRN_ERR_NETWORK, FIRN_ERR_UNAVAILABLE): a new stream on the
+ * same slot resumes at its confirmed position and loses nothing. Engine thread only. */
+bool firn_pgo_stream_lost(const firn_pgo_stream *s);
+
 /** The relation with id relid as currently known, or NULL (borrowed). */
 const firn_pgo_rel *firn_pgo_stream_rel(const firn_pgo_stream *s, uint32_t relid);
 
@@ -426,6 +435,8 @@ typedef struct firn_pgo_stats {
     uint64_t flushed_lsn;    /* last flush position reported to the server */
     uint64_t idle_wal_end;   /* highest WAL end of a keepalive received with no transaction
                               * open: every transaction committed before it was handed out */
+    uint64_t wal_end_seen;   /* highest WAL position of a message handed out (XLogData or
+                              * keepalive): no flush position reported can be past it */
     uint32_t server_version; /* server_version_num */
     uint32_t proto_version;  /* negotiated pgoutput version */
 } firn_pgo_stats;

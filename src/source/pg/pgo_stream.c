@@ -67,6 +67,10 @@ firn_rc firn__pgo_result_error(const PGresult *res, PGconn *conn, const char *wh
     }
     if (state && strcmp(state, "42704") == 0)
         rc = FIRN_ERR_NOT_FOUND; /* undefined_object: slot or publication */
+    else if (state && (strcmp(state, "55006") == 0 || strncmp(state, "57P", 3) == 0))
+        rc = FIRN_ERR_UNAVAILABLE; /* slot active (object_in_use), server shutting down */
+    else if (state && strncmp(state, "08", 2) == 0)
+        rc = FIRN_ERR_NETWORK; /* connection_exception */
     else if (state && strcmp(state, "42710") == 0)
         rc = FIRN_ERR_EXISTS;
     else if (state && strncmp(state, "42501", 5) == 0)
@@ -358,12 +362,16 @@ void firn_pgo_stream_confirm(firn_pgo_stream *s, uint64_t flushed_lsn)
  * everything before it was handed out and confirmed (flush_position); XLogData is decoded. */
 static firn_rc handle_item(firn_pgo_stream *s, const firn__pgo_item *it, firn_err *err)
 {
+    if (it->wal_end > s->wal_end_seen)
+        s->wal_end_seen = it->wal_end;
     if (it->kind == 'k') {
         if (firn__pgo_sess_idle(&s->sess) && it->wal_end > s->idle_wal_end)
             s->idle_wal_end = it->wal_end;
         s->reply_asked |= it->reply_requested;
         return FIRN_OK;
     }
+    if (it->wal_start > s->wal_end_seen)
+        s->wal_end_seen = it->wal_start;
     s->bytes_received += it->len;
     s->messages++;
     if (s->capture)
@@ -400,7 +408,7 @@ firn_rc firn__pgo_stream_ended(firn_pgo_stream *s, int r, firn_err *err)
     if (PQresultStatus(res) == PGRES_FATAL_ERROR)
         rc = firn__pgo_result_error(res, s->conn, "continue replication", err);
     else
-        rc = firn_err_set(err, FIRN_ERR_SOURCE,
+        rc = firn_err_set(err, FIRN_ERR_UNAVAILABLE,
                           "the server at %s:%s ended the replication stream of slot \"%s\" (it "
                           "is shutting down or restarting); run firn sync again once the server "
                           "is up (it resumes at the last confirmed position)",
@@ -424,6 +432,7 @@ firn_rc firn_pgo_stream_next(firn_pgo_stream *s, int timeout_ms, firn_pgo_event 
         firn_rc rc = firn__pgo_recv_pop(s, timeout_ms, &deadline, &it, err);
         if (rc) {
             s->started = false;
+            s->lost = rc == FIRN_ERR_NETWORK || rc == FIRN_ERR_UNAVAILABLE;
             return rc;
         }
         if (!it)
@@ -443,6 +452,11 @@ bool firn_pgo_stream_take_reply_request(firn_pgo_stream *s)
     return asked;
 }
 
+bool firn_pgo_stream_lost(const firn_pgo_stream *s)
+{
+    return s->lost;
+}
+
 const firn_pgo_rel *firn_pgo_stream_rel(const firn_pgo_stream *s, uint32_t relid)
 {
     return firn__pgo_sess_rel(&s->sess, relid);
@@ -459,6 +473,7 @@ void firn_pgo_stream_stats(const firn_pgo_stream *s, firn_pgo_stats *out)
     out->spilled_bytes = s->sess.spilled_bytes;
     out->flushed_lsn = atomic_load(&s->recv.reported_lsn);
     out->idle_wal_end = s->idle_wal_end;
+    out->wal_end_seen = s->wal_end_seen;
     out->server_version = s->server_version;
     out->proto_version = s->proto_version;
 }

@@ -61,6 +61,8 @@ struct firn_pgo_stream {
     uint64_t received_lsn;  /* start of the last XLogData received */
     uint64_t idle_wal_end;  /* highest server WAL end seen in a keepalive while idle */
     bool reply_asked;       /* a keepalive asked for a reply since the engine last looked */
+    bool lost;              /* the connection was lost or the server ended the stream */
+    uint64_t wal_end_seen;  /* highest WAL position of a message handed out */
     uint64_t confirmed_lsn; /* what the engine confirmed */
     uint64_t flushed_lsn;   /* what was last reported as flushed (before the receiver starts) */
     int64_t status_interval_ns;
@@ -77,7 +79,9 @@ void firn__pgo_lsn_format(uint64_t lsn, char out[24]);
 /* Parses "X/Y" (hexadecimal halves). FIRN_ERR_PARSE otherwise. */
 FIRN_MUST_CHECK firn_rc firn__pgo_lsn_parse(const char *s, uint64_t *out, firn_err *err);
 /* Sets err from a failed result ("could not <what>: <server message>"), classified by SQLSTATE:
- * NOT_FOUND, EXISTS, PERMISSION, NETWORK (connection lost) or SOURCE. Returns the code. */
+ * NOT_FOUND, EXISTS, PERMISSION, UNAVAILABLE (slot active for another process, server shutting
+ * down or the session terminated by an administrator), NETWORK (connection lost) or SOURCE.
+ * Returns the code. */
 firn_rc firn__pgo_result_error(const PGresult *res, PGconn *conn, const char *what, firn_err *err);
 /* Sends a standby status update reporting flush (connection owner only). FIRN_ERR_NETWORK. */
 FIRN_MUST_CHECK firn_rc firn__pgo_send_status_at(firn_pgo_stream *s, uint64_t flush, firn_err *err);
