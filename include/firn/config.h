@@ -170,6 +170,9 @@ typedef struct firn_source_config {
     int64_t connect_timeout_ms; /* default 10 s */
     int64_t replication_timeout_ms; /* silence on the replication connection that ends a CDC run
                                        (docs/configuration.md); default 60 s, 0: none */
+    int64_t reconnect_timeout_ms;   /* --follow: how long to try reconnecting after the source
+                                       connection is lost (docs/configuration.md); default
+                                       300 s, 0: exit at once */
     firn_sync_mode default_mode;    /* for streams without sync_mode; default full_refresh_cdc */
 } firn_source_config;
 

@@ -231,6 +231,7 @@ void firn__cfg_source_defaults(firn_source_config *s)
     s->sslmode = FIRN_SSL_PREFER;
     s->initial_wait_ms = 10 * 1000;
     s->replication_timeout_ms = 60 * 1000;
+    s->reconnect_timeout_ms = 300 * 1000;
     s->parallelism = 4;
     s->chunk_bytes = 64u << 20;
     s->batch_rows = 65536;

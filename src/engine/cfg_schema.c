@@ -142,6 +142,8 @@ static const cfg_node n_chunking = {.type = CFG_ENUM, .values = v_chunking, .def
 static const cfg_node n_batch_rows = {.type = CFG_INT, .min = 1, .max = 10000000, .def = "65536"};
 static const cfg_node n_timeout = {.type = CFG_SECONDS, .min = 0, .max = 3600, .def = "10"};
 static const cfg_node n_repl_timeout = {.type = CFG_SECONDS, .min = 0, .max = 86400, .def = "60"};
+static const cfg_node n_reconnect_timeout = {
+    .type = CFG_SECONDS, .min = 0, .max = 86400, .def = "300"};
 
 static const cfg_prop p_source[] = {
     {"type", &n_source_type, SRC(type), 0, NULL, "source kind (default postgres)"},
@@ -179,6 +181,8 @@ static const cfg_prop p_source[] = {
     {"connect_timeout_seconds", &n_timeout, SRC(connect_timeout_ms), 0, NULL, NULL},
     {"replication_timeout_seconds", &n_repl_timeout, SRC(replication_timeout_ms), 0, NULL,
      "a CDC run fails when the replication connection is silent this long (0: never)"},
+    {"reconnect_timeout_seconds", &n_reconnect_timeout, SRC(reconnect_timeout_ms), 0, NULL,
+     "--follow reconnects for this long after losing the source (0: exit at once)"},
     {"default_mode", &n_sync_mode, SRC(default_mode), 0, NULL,
      "sync mode of streams without one (default full_refresh_cdc)"},
     {"ssh_config", &n_ssh_config, 0, CFG_OLAKE, NULL, NULL},
