@@ -1192,19 +1192,43 @@ static firn_rc current_wal_lsn(firn__engine *e, uint64_t *out, firn_err *err)
     return firn_lsn_parse(text, out, err);
 }
 
-/* Every few seconds: the stats file, with the source's WAL position for the lag. */
-static void stats_tick(firn__engine *e)
+/* Every few seconds: the stats file, with the source's WAL position for the lag. Its query is
+ * also what finds the SQL connection lost while the stream goes on (a server that ended idle
+ * sessions): under --follow that ends the run so that the caller reconnects both. */
+static firn_rc stats_tick(firn__engine *e, bool follow, firn_err *err)
 {
     if (firn_monotonic_ns() - e->stats_ns < 5 * 1000000000LL)
-        return;
-    firn_err err = {0};
+        return FIRN_OK;
+    firn_err qerr = {0};
     uint64_t lsn = 0;
     char text[64];
-    if (firn_pg_conn_query_value(e->sql, "SELECT pg_current_wal_lsn()::text", text, sizeof(text),
-                                 &err) == FIRN_OK &&
-        firn_lsn_parse(text, &lsn, &err) == FIRN_OK)
+    firn_rc rc = firn_pg_conn_query_value(e->sql, "SELECT pg_current_wal_lsn()::text", text,
+                                          sizeof(text), &qerr);
+    if (rc == FIRN_OK && firn_lsn_parse(text, &lsn, &qerr) == FIRN_OK)
         e->wal_lsn = lsn;
     firn__stats_write(e, "cdc", false);
+    if (rc && follow && PQstatus(firn_pg_conn_pq(e->sql)) == CONNECTION_BAD) {
+        *err = qerr;
+        return FIRN_ERR_NETWORK;
+    }
+    return FIRN_OK;
+}
+
+void firn__cdc_discard(firn__engine *e)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (!t->cdc || !t->buf)
+            continue;
+        if (firn_batch_rows(t->buf) > 0)
+            FIRN_LOG(FIRN_LOG_DEBUG, "engine",
+                     "table \"%s\": %zu uncommitted changes dropped, read again from the slot",
+                     t->display, firn_batch_rows(t->buf));
+        firn_batch_reset(t->buf);
+        t->txn_rows0 = 0;
+        t->txn_changes = 0;
+        t->hold_lsn = 0;
+    }
 }
 
 /* A stop requested inside a transaction (a long one can take minutes to read): tables holding
@@ -1270,7 +1294,9 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
             break;
         }
         if (idle || (++events & 63) == 0)
-            stats_tick(e); /* reads the clock: not at every event */
+            rc = stats_tick(e, follow, err); /* reads the clock: not at every event */
+        if (rc)
+            break;
         firn_pgo_event ev;
         rc = firn_pgo_stream_next(s, next_timeout_ms(&c, follow), &ev, err);
         if (rc)

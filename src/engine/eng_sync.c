@@ -849,19 +849,266 @@ preflight_tables(const firn__engine *e, size_t *out_n, const char ***out_flat)
     return tabs;
 }
 
+/* The replication stream's settings (pubs: the one publication, which must outlive the stream). */
+static void stream_config(const firn__engine *e, const char **pubs, firn_pgo_config *pc)
+{
+    const firn_source_config *src = &e->cfg->source;
+    memset(pc, 0, sizeof(*pc));
+    pubs[0] = src->publication;
+    pc->conninfo = e->conninfo;
+    pc->slot_name = src->slot;
+    pc->publications = pubs;
+    pc->n_publications = 1;
+    pc->text_values = true;
+    pc->recv_timeout_ms = src->replication_timeout_ms > 0 ? (int)src->replication_timeout_ms : -1;
+}
+
+/* ---- reconnecting under --follow ---------------------------------------------------------- */
+
+#define RECONNECT_FIRST_MS 1000  /* the first wait; each next one doubles, */
+#define RECONNECT_MAX_MS   30000 /* up to this */
+#define RECONNECT_NAP_MS   100   /* a stop request ends a wait within this */
+
+/* What a reconnect needs to know about the stream it replaces. */
+typedef struct follow_link {
+    const char *pubs[1]; /* the publication list of the stream (borrowed by it) */
+    char server[300];    /* "host:port" of the source, for messages */
+    uint64_t slot_bound; /* no flush position firn reported can be past this: the slot's
+                          * confirmed position when the stream started, or the highest WAL
+                          * position a stream handed out; a slot found past it was created
+                          * again or advanced by someone else */
+    unsigned attempts;   /* of the reconnect at hand */
+} follow_link;
+
+static bool stop_asked(const firn__engine *e)
+{
+    return e->opts && e->opts->stop && *e->opts->stop;
+}
+
+static bool reconnects(const firn__engine *e)
+{
+    return e->opts && e->opts->follow && e->cfg->source.reconnect_timeout_ms > 0;
+}
+
+static bool sql_broken(firn__engine *e)
+{
+    return e->sql && PQstatus(firn_pg_conn_pq(e->sql)) == CONNECTION_BAD;
+}
+
+/* The slot's confirmed position (*exists false: there is no such slot). */
+static firn_rc slot_confirmed(firn__engine *e, bool *exists, uint64_t *out, firn_err *err)
+{
+    const char *slot = e->cfg->source.slot;
+    *exists = false;
+    *out = 0;
+    if (strchr(slot, '\''))
+        return firn_err_set(err, FIRN_ERR_CONFIG, "invalid slot name \"%s\"", slot);
+    char sql[512], text[64];
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce((SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM "
+             "pg_replication_slots WHERE slot_name = '%s'), '')",
+             slot);
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, sql, text, sizeof(text), err));
+    *exists = text[0] != '\0';
+    return *exists ? firn_lsn_parse(text, out, err) : FIRN_OK;
+}
+
+/* After a reconnect: the slot is still the one firn streamed from. A slot dropped, or created
+ * again (it starts at the WAL position of its creation) or advanced by another consumer while
+ * firn was away, lost changes firn never received: the tables cannot be made exact from it. */
+static firn_rc check_slot_kept(firn__engine *e, const follow_link *l, firn_err *err)
+{
+    const char *slot = e->cfg->source.slot;
+    bool exists = false;
+    uint64_t pos = 0;
+    FIRN_TRY(slot_confirmed(e, &exists, &pos, err));
+    if (!exists)
+        return firn_err_set(err, FIRN_ERR_NOT_FOUND,
+                            "replication slot \"%s\" no longer exists on the server at %s: the "
+                            "changes made since firn's last confirmed position are gone with it; "
+                            "run firn sync again to copy the tables again in a new slot",
+                            slot, l->server);
+    if (pos > l->slot_bound)
+        return firn_err_set(err, FIRN_ERR_SOURCE,
+                            "replication slot \"%s\" on the server at %s is at %X/%X, past "
+                            "everything firn received from it (%X/%X): it was created again or "
+                            "advanced by another consumer while firn was disconnected, and the "
+                            "changes in between are lost; drop it (SELECT "
+                            "pg_drop_replication_slot('%s')) and run firn sync again to copy the "
+                            "tables again in a new slot",
+                            slot, l->server, (unsigned)(pos >> 32), (unsigned)pos,
+                            (unsigned)(l->slot_bound >> 32), (unsigned)l->slot_bound, slot);
+    return FIRN_OK;
+}
+
+/* One reconnect attempt, the start of a run without its copy: the SQL connection and the
+ * slot's lock, the slot (still the same), the publication (still carrying the tables: a table
+ * taken out is an error), the preflight, and a new stream from the slot's confirmed position. */
+static firn_rc reconnect_once(firn__engine *e, follow_link *l, firn_pgo_stream **out, firn_err *err)
+{
+    *out = NULL;
+    FIRN_TRY(firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &e->sql, err));
+    FIRN_TRY(lock_slot(e, err));
+    FIRN_TRY(check_slot_kept(e, l, err));
+    FIRN_TRY(ensure_publication(e, err));
+    firn_pgo_config pc;
+    stream_config(e, l->pubs, &pc);
+    /* The walsender of the lost connection may not have noticed yet: START_REPLICATION then
+     * fails with FIRN_ERR_UNAVAILABLE ("active for PID"), and the next attempt tries again. */
+    pc.slot_may_be_active = true;
+    firn_pgo_stream *s = NULL;
+    FIRN_TRY(firn_pgo_stream_open(&pc, &s, err));
+    size_t n = 0;
+    const char **flat = NULL;
+    firn_pgo_table *tabs = preflight_tables(e, &n, &flat);
+    firn_rc rc = firn_pgo_stream_preflight(s, tabs, n, false, NULL, err);
+    firn_free(tabs);
+    firn_free(flat);
+    if (rc == FIRN_OK)
+        rc = firn_pgo_stream_start(s, 0, err);
+    if (rc)
+        firn_pgo_stream_free(s);
+    else
+        *out = s;
+    return rc;
+}
+
+/* A failed attempt that a later one may get past: the server is down, starting, shutting down,
+ * unreachable, or its walsender of before still holds the slot (FIRN_ERR_UNAVAILABLE, also the
+ * slot's lock held by the SQL session of before). Authentication, a missing slot or table and
+ * every other refusal end the run at once. */
+static bool attempt_transient(firn__engine *e, firn_rc rc)
+{
+    return rc == FIRN_ERR_NETWORK || rc == FIRN_ERR_UNAVAILABLE || sql_broken(e);
+}
+
+/* err's message up to the remedy for a run that exits (its first "; "), on one line. */
+static void cause_text(const firn_err *err, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", err->msg);
+    char *cut = strstr(out, "; ");
+    if (cut)
+        *cut = '\0';
+    cut = strchr(out, '\n');
+    if (cut)
+        *cut = '\0';
+}
+
+/* Waits ms (in naps, so that SIGINT or SIGTERM ends the wait at once); true when a stop was
+ * requested. */
+static bool wait_or_stop(const firn__engine *e, int64_t ms)
+{
+    for (int64_t left = ms; left > 0 && !stop_asked(e); left -= RECONNECT_NAP_MS)
+        firn_sleep_ms(left < RECONNECT_NAP_MS ? (long)left : RECONNECT_NAP_MS);
+    return stop_asked(e);
+}
+
+static firn_rc give_up(firn__engine *e, const follow_link *l, int64_t tried_ms, firn_err *err)
+{
+    char cause[FIRN_ERR_MSG_MAX];
+    cause_text(err, cause, sizeof(cause));
+    return firn_err_set(err, FIRN_ERR_NETWORK,
+                        "could not reconnect to the server at %s for replication slot \"%s\" "
+                        "within %.0f s (reconnect_timeout_seconds, %u attempts; last: %s); check "
+                        "that the server is up and reachable, then run firn sync again (it "
+                        "resumes at the last confirmed position)",
+                        l->server, e->cfg->source.slot, (double)tried_ms / 1000.0, l->attempts,
+                        cause);
+}
+
+/* The connection of stream *s or the SQL one beside it was lost (err says how): drops what the
+ * tables buffered and did not commit, then opens both again with backoff, as a new run would
+ * start streaming (the slot's confirmed position; what the tables hold is skipped), until
+ * reconnect_timeout_seconds have passed. *s is then the new stream. FIRN_ERR_CANCELLED when a
+ * stop is requested meanwhile; a refusal that is not transient ends it with its own error. */
+static firn_rc reconnect(firn__engine *e, follow_link *l, firn_pgo_stream **s, firn_err *err)
+{
+    const int64_t limit_ms = e->cfg->source.reconnect_timeout_ms;
+    firn_pgo_stats st;
+    firn_pgo_stream_stats(*s, &st);
+    if (st.wal_end_seen > l->slot_bound)
+        l->slot_bound = st.wal_end_seen;
+    char cause[FIRN_ERR_MSG_MAX];
+    cause_text(err, cause, sizeof(cause));
+    /* The stream's own lines name the server and the slot; a query's do not. */
+    if (strstr(cause, l->server) && strstr(cause, e->cfg->source.slot))
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "%s; reconnecting for up to %.0f s "
+                 "(reconnect_timeout_seconds)",
+                 cause, (double)limit_ms / 1000.0);
+    else
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "lost the connection to the server at %s (replication slot \"%s\"): %s; "
+                 "reconnecting for up to %.0f s (reconnect_timeout_seconds)",
+                 l->server, e->cfg->source.slot, cause, (double)limit_ms / 1000.0);
+    firn_pgo_stream_free(*s);
+    *s = NULL;
+    firn__cdc_discard(e);
+    firn_pg_conn_close(e->sql);
+    e->sql = NULL;
+    firn__stats_write(e, "reconnecting", true);
+    const int64_t t0 = firn_monotonic_ns();
+    int64_t delay_ms = RECONNECT_FIRST_MS;
+    l->attempts = 0;
+    for (;;) {
+        const int64_t left_ms = limit_ms - (firn_monotonic_ns() - t0) / 1000000;
+        if (wait_or_stop(e, delay_ms < left_ms ? delay_ms : (left_ms > 0 ? left_ms : 0))) {
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "stop requested while reconnecting to %s", l->server);
+            return FIRN_ERR_CANCELLED;
+        }
+        l->attempts++;
+        firn_rc rc = reconnect_once(e, l, s, err);
+        if (rc == FIRN_OK) {
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "reconnected to the server at %s after %.1f s: streaming replication slot "
+                     "\"%s\" again from its confirmed position",
+                     l->server, (double)(firn_monotonic_ns() - t0) / 1e9, e->cfg->source.slot);
+            return FIRN_OK;
+        }
+        const bool again = attempt_transient(e, rc);
+        firn_pg_conn_close(e->sql);
+        e->sql = NULL;
+        if (!again)
+            return rc;
+        const int64_t tried_ms = (firn_monotonic_ns() - t0) / 1000000;
+        if (tried_ms >= limit_ms)
+            return give_up(e, l, tried_ms, err);
+        FIRN_LOG(FIRN_LOG_DEBUG, "engine", "reconnect attempt %u: %s", l->attempts, err->msg);
+        delay_ms = delay_ms * 2 < RECONNECT_MAX_MS ? delay_ms * 2 : RECONNECT_MAX_MS;
+        firn__stats_write(e, "reconnecting", false);
+    }
+}
+
+/* Streams until the run ends; under --follow a lost connection (replication or SQL) is
+ * reconnected instead of ending it (reconnect). */
+static firn_rc stream_changes(firn__engine *e, follow_link *l, firn_pgo_stream **s, firn_err *err)
+{
+    const char *host = PQhost(firn_pg_conn_pq(e->sql)), *port = PQport(firn_pg_conn_pq(e->sql));
+    snprintf(l->server, sizeof(l->server), "%s:%s", host ? host : "", port ? port : "");
+    if (reconnects(e)) {
+        bool exists = false;
+        FIRN_TRY(slot_confirmed(e, &exists, &l->slot_bound, err));
+    }
+    FIRN_TRY(firn_pgo_stream_start(*s, 0, err));
+    firn_rc rc = firn__cdc_run(e, *s, err);
+    while (rc && rc != FIRN_ERR_CANCELLED && reconnects(e) &&
+           (firn_pgo_stream_lost(*s) || sql_broken(e))) {
+        rc = reconnect(e, l, s, err);
+        if (rc)
+            break; /* *s is NULL */
+        rc = firn__cdc_run(e, *s, err);
+    }
+    return rc;
+}
+
 static firn_rc run_cdc(firn__engine *e, firn_err *err)
 {
     const firn_source_config *src = &e->cfg->source;
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, check_replica_identity(e, err)));
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, ensure_publication(e, err)));
-    const char *pubs[1] = {src->publication};
-    firn_pgo_config pc = {0};
-    pc.conninfo = e->conninfo;
-    pc.slot_name = src->slot;
-    pc.publications = pubs;
-    pc.n_publications = 1;
-    pc.text_values = true;
-    pc.recv_timeout_ms = src->replication_timeout_ms > 0 ? (int)src->replication_timeout_ms : -1;
+    follow_link link = {0};
+    firn_pgo_config pc;
+    stream_config(e, link.pubs, &pc);
     firn_pgo_stream *s = NULL;
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pgo_stream_open(&pc, &s, err)));
     size_t n = 0;
@@ -895,12 +1142,10 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
          * upsert mode (DESIGN.md "Exactly-once"). */
         rc = backfill_without_slot(e, err);
     }
-    if (rc == FIRN_OK)
-        rc = fail(FIRN_FAULT_SOURCE, firn_pgo_stream_start(s, 0, err));
-    if (rc == FIRN_OK)
-        rc = firn__cdc_run(e, s, err);
     firn_free(tabs);
     firn_free(flat);
+    if (rc == FIRN_OK)
+        rc = stream_changes(e, &link, &s, err);
     firn_pgo_stream_free(s);
     return fail(FIRN_FAULT_SOURCE, rc);
 }

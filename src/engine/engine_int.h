@@ -973,8 +973,17 @@ FIRN_MUST_CHECK firn_rc firn__backfill_run(firn__engine *e,
                                            firn_err *err);
 
 /** Streams changes of the CDC tables from the replication slot: until the WAL position of the
- * start (catch-up run) or until a stop is requested (follow). */
+ * start (catch-up run) or until a stop is requested (follow). Under --follow it also ends
+ * with FIRN_ERR_NETWORK when the engine's SQL connection is found lost (the stats tick), so
+ * that the caller reconnects. On an error the tables may hold uncommitted changes, partial
+ * transactions too: firn__cdc_discard before streaming again. */
 FIRN_MUST_CHECK firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err);
+
+/** After firn__cdc_run failed on a lost connection: drops what the CDC tables buffered and did
+ * not commit (whole and partial transactions), so that a new stream from the slot's confirmed
+ * position replays exactly what the tables lack (changes at or below a table's committed
+ * position are skipped, as after a restart). */
+void firn__cdc_discard(firn__engine *e);
 
 /** `firn check`, `discover` and `status` (eng_entry.c); the public entry points wrap them. */
 FIRN_MUST_CHECK firn_rc firn__engine_check(const firn_config *cfg, firn_err *err);

@@ -1,13 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PostgreSQL restarted under a running `firn sync --follow` (an operator's `pg_ctl restart`),
-on a cluster of the test's own:
+"""PostgreSQL restarted or stopped under a running `firn sync --follow` (an operator's `pg_ctl
+restart`, a crash, a failover's outage), on a cluster of the test's own:
 
 - a fast restart is not held up by firn: the walsender of a shutting-down server waits until
   the client's flush position reaches everything it sent (walsender.c WalSndDone), and asks for
   it with keepalives; firn commits what it buffers at once instead of at its next commit
   (here 60 s away: pg_ctl took ~55 s and the server refused every new connection meanwhile);
-- firn then exits 3 with one line naming the server and the slot and saying to run it again,
-  for a fast restart (the server ends the stream) and an immediate one (the connection drops);
+- firn logs one warning naming the server and the slot, reconnects with backoff and streams on
+  from the slot's confirmed position, after a fast restart and after the server was down for
+  several seconds (an immediate stop: what it buffered is dropped and read again), with
+  changes made before, while it waits (queued in the WAL) and after; the table then equals
+  the source value by value, each key once, and firn is still running;
+- kept down past `reconnect_timeout_seconds`, firn exits 3 with one line saying how long it
+  tried and what to do; SIGTERM during the wait stops it at once (exit 0);
+- a refusal that no wait mends ends the run at once (exit 3): the password changed, a table
+  taken out of the publication, the slot created again;
+- with `reconnect_timeout_seconds` 0, firn exits 3 at once with one line naming the server and
+  the slot and saying to run it again, for a fast restart (the server ends the stream) and an
+  immediate one (the connection drops);
 - the next run leaves the table equal to the source, value by value."""
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PG_CLUSTER, PgCluster, _parse_exports
-from firnutil import FirnEnv, META_COLUMNS, arrow_rows, diff_rows, source_rows, wait_for
+from firnutil import (FirnEnv, META_COLUMNS, arrow_rows, diff_rows, source_rows, stop_process,
+                      wait_for)
 
 PG_BINDIR = os.environ.get("FIRN_PG_BINDIR", "/usr/lib/postgresql/15/bin")
 
@@ -73,13 +84,160 @@ def buffered(stats: Path) -> int:
     return sum(s.get("buffered_changes") or 0 for s in doc.get("streams", []))
 
 
-def assert_equal_to_source(fe: FirnEnv, pg):
+def table_diff(fe: FirnEnv, pg) -> str:
+    """How table e2e.t differs from source table t, value by value and key by key ("": equal,
+    each key once)."""
     tbl = fe.catalog().load_table("e2e.t")
     names = [f.name for f in tbl.schema().fields if f.name not in META_COLUMNS]
     with pg.connect(dbname=fe.dbname) as conn:
         expected = source_rows(conn, "t", tbl.schema(), names)
-    diff = diff_rows(expected, arrow_rows(tbl.scan().to_arrow(), names), 0, names)
+    return diff_rows(expected, arrow_rows(tbl.scan().to_arrow(), names), 0, names)
+
+
+def assert_equal_to_source(fe: FirnEnv, pg):
+    diff = table_diff(fe, pg)
     assert not diff, diff
+
+
+def pg_ctl(root: Path, port: int, *args: str):
+    """Runs pg_ctl on the cluster as pg_cluster.sh started it (stop, start)."""
+    cmd = [f"{PG_BINDIR}/pg_ctl", "-D", str(root / "data"), "-l", str(root / "server.log"),
+           "-o", f"-p {port}", "-t", "120", "-w", *args]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=150, cwd="/")
+
+
+def start_streaming(pg, fe: FirnEnv, tmp_path: Path, **source) -> tuple[subprocess.Popen, Path]:
+    """Table t (500 rows) synced by `firn sync --follow` (commits every 2 s), past its copy."""
+    with pg.connect() as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+        conn.execute("INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 500) g")
+        if source.get("username") == "firn_pw":
+            conn.execute("GRANT SELECT ON t TO firn_pw")
+            conn.execute("CREATE PUBLICATION firn_e2e FOR TABLE t")
+    fe.setup(pg, ["t"], interval_s=2, source=source)
+    log = tmp_path / "follow.log"
+    proc = fe.start_follow(None, log, "--log", "info")
+    wait_for(lambda: b"backfill committed" in log.read_bytes() or proc.poll() is not None, 60,
+             what="the backfill")
+    assert proc.poll() is None, log.read_text()[-3000:]
+    return proc, log
+
+
+def lost_warnings(text: str, pg) -> list[str]:
+    """The warnings of lost connections: each names the server and the slot."""
+    lines = [ln for ln in text.splitlines() if "reconnecting for up to" in ln]
+    for ln in lines:
+        assert "level=warn" in ln and 'slot \\"firn_e2e\\"' in ln, ln
+        assert f"{pg.host}:{pg.port}" in ln, ln
+    return lines
+
+
+@pytest.mark.parametrize("outage", ["fast-restart", "down-for-seconds"])
+def test_follow_reconnects(own_cluster, firn_bin, tmp_path, outage):
+    """--follow rides through a restart or an outage of several seconds: one warning, changes
+    made before, while it waits and after all land once, and it is still running."""
+    pg, root = own_cluster
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    proc, log = start_streaming(pg, fe, tmp_path)
+    try:
+        change(pg, pg.dbname, 1000)  # read, most of it still buffered (commits every 2 s)
+        if outage == "fast-restart":
+            took = pg_ctl_restart(root, pg.port, "fast")
+            assert took < 20, f"pg_ctl restart -m fast took {took:.1f} s"
+        else:
+            # A crash-like stop: what firn buffered is dropped and read again from the slot.
+            pg_ctl(root, pg.port, "-m", "immediate", "stop")
+            wait_for(lambda: b"reconnecting for up to" in log.read_bytes(), 30,
+                     what="the reconnect warning")
+            time.sleep(4)  # attempts fail meanwhile (1 s, then 2 s later)
+            pg_ctl(root, pg.port, "start")
+        # Made while firn waits for its next attempt (queued in the WAL), or just after.
+        change(pg, pg.dbname, 2000)
+        wait_for(lambda: b"reconnected to the server" in log.read_bytes()
+                 or proc.poll() is not None, 60, what="the reconnect")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        change(pg, pg.dbname, 3000)
+        with pg.connect() as conn:
+            conn.execute("UPDATE t SET v = 'after ' || id WHERE id % 5 = 0")
+        wait_for(lambda: not table_diff(fe, pg) or proc.poll() is not None, 60,
+                 what="the table to equal the source")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        code = stop_process(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert code == 0, f"exit {code}:\n{text[-3000:]}"
+    assert len(lost_warnings(text, pg)) == 1, text[-3000:]
+    assert not [ln for ln in text.splitlines() if ln.startswith("firn:")], text[-3000:]
+    assert_equal_to_source(fe, pg)
+    if outage == "down-for-seconds":
+        assert "reconnect attempt" not in text  # debug only: the failures are not logged at info
+    # The next run finds nothing to do twice.
+    fe.sync()
+    assert_equal_to_source(fe, pg)
+
+
+def test_follow_gives_up(own_cluster, firn_bin, tmp_path):
+    """Kept down past reconnect_timeout_seconds: exit 3 with one line saying how long firn
+    tried and what to do; the next run, with the server up, loses nothing."""
+    pg, root = own_cluster
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    proc, log = start_streaming(pg, fe, tmp_path, reconnect_timeout_seconds=3)
+    try:
+        change(pg, pg.dbname, 1000)
+        pg_ctl(root, pg.port, "-m", "immediate", "stop")
+        t0 = time.monotonic()
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    assert code == 3, f"exit {code}:\n{text[-3000:]}"
+    assert took < 20, took
+    assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
+    line = errors[0]
+    assert line.startswith(f'firn: could not reconnect to the server at {pg.host}:{pg.port} for '
+                           'replication slot "firn_e2e" within 3 s (reconnect_timeout_seconds'), line
+    assert "run firn sync again" in line, line
+    pg_ctl(root, pg.port, "start")
+    fe.sync()
+    assert_equal_to_source(fe, pg)
+
+
+def test_follow_stops_while_reconnecting(own_cluster, firn_bin, tmp_path):
+    """SIGTERM while firn waits to reconnect ends it at once with a clean stop's status."""
+    pg, root = own_cluster
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    proc, log = start_streaming(pg, fe, tmp_path)
+    try:
+        change(pg, pg.dbname, 1000)
+        pg_ctl(root, pg.port, "-m", "immediate", "stop")
+        wait_for(lambda: b"reconnecting for up to" in log.read_bytes(), 30,
+                 what="the reconnect warning")
+        time.sleep(2)  # into the second wait (2 s)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        t0 = time.monotonic()
+        code = stop_process(proc)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert code == 0, f"exit {code}:\n{text[-3000:]}"
+    assert took < 3, took
+    assert "stop requested while reconnecting" in text, text[-3000:]
+    assert not [ln for ln in text.splitlines() if ln.startswith("firn:")], text[-3000:]
+    pg_ctl(root, pg.port, "start")
+    fe.sync()
+    assert_equal_to_source(fe, pg)
 
 
 @pytest.mark.parametrize("mode", ["fast", "immediate"])
@@ -89,7 +247,7 @@ def test_restart_mid_cdc(own_cluster, firn_bin, tmp_path, mode):
         conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
         conn.execute("INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 500) g")
     fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
-    fe.setup(pg, ["t"], interval_s=60)
+    fe.setup(pg, ["t"], interval_s=60, source={"reconnect_timeout_seconds": 0})
     log = tmp_path / "follow.log"
     proc = fe.start_follow(None, log, "--log", "info")
     try:
@@ -171,3 +329,72 @@ def test_restart_mid_backfill(own_cluster, firn_bin, tmp_path):
     change(pg, pg.dbname, 6000)
     fe.sync()
     assert_equal_to_source(fe, pg)
+
+
+def terminate_firn(conn, walsender_only: bool):
+    """Ends firn's server sessions as an administrator would (pg_terminate_backend)."""
+    where = "backend_type = 'walsender'" if walsender_only else "TRUE"
+    conn.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                 f"application_name = 'firn' AND {where}")
+
+
+def recreate_slot(conn):
+    """Drops the slot once its walsender is gone and creates it again, with a change made in
+    between that the new slot does not have."""
+    conn.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE "
+                 "slot_name = 'firn_e2e' AND active_pid IS NOT NULL")
+    wait_for(lambda: not conn.execute("SELECT active FROM pg_replication_slots WHERE "
+                                      "slot_name = 'firn_e2e'").fetchone()[0], 10, interval=0.01,
+             what="the walsender to exit")
+    conn.execute("SELECT pg_drop_replication_slot('firn_e2e')")
+    conn.execute("INSERT INTO t VALUES (-1, 'lost with the slot')")
+    conn.execute("SELECT pg_create_logical_replication_slot('firn_e2e', 'pgoutput')")
+
+
+@pytest.mark.parametrize("refusal", ["password", "publication", "slot"])
+def test_follow_refusal_ends_at_once(own_cluster, firn_bin, tmp_path, refusal):
+    """A connection lost and then refused for a reason no wait mends ends the run at once
+    (exit 3) with the line of that refusal: the role's password changed, a table taken out of
+    the publication (its changes since are not in the slot), the slot created again (the changes
+    in between are lost)."""
+    pg, root = own_cluster
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    source = {}
+    if refusal == "password":
+        source = {"username": "firn_pw", "password": "firn_pw_secret", "host": "127.0.0.1"}
+    proc, log = start_streaming(pg, fe, tmp_path, **source)
+    try:
+        change(pg, pg.dbname, 1000)
+        with pg.connect(autocommit=True) as conn:
+            if refusal == "password":
+                conn.execute("ALTER ROLE firn_pw PASSWORD 'changed since'")
+                terminate_firn(conn, walsender_only=False)
+            elif refusal == "publication":
+                conn.execute("ALTER PUBLICATION firn_e2e DROP TABLE t")
+                terminate_firn(conn, walsender_only=True)
+            else:
+                recreate_slot(conn)
+        t0 = time.monotonic()
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    assert code == 3, f"exit {code}:\n{text[-3000:]}"
+    assert took < 10, took  # the first attempt (after 1 s) ends it
+    assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
+    line = errors[0]
+    if refusal == "password":
+        assert "password authentication failed" in line and "firn_pw" in line, line
+        assert "firn_pw_secret" not in text
+    elif refusal == "publication":
+        assert line.startswith('firn: table "public"."t" left publication "firn_e2e" after firn '
+                               'streamed its changes'), line
+    else:
+        assert line.startswith('firn: replication slot "firn_e2e" on the server at '
+                               f'{pg.host}:{pg.port} is at '), line
+        assert "created again or advanced by another consumer" in line, line
+        assert "pg_drop_replication_slot('firn_e2e')" in line, line

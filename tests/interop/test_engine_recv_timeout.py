@@ -27,7 +27,8 @@ def test_silent_walsender_ends_the_run(pg, pg_db, firn_bin, duck, tmp_path):
         conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text); "
                      "INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3) g")
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["t"], interval_s=0.2, source={"replication_timeout_seconds": 2})
+        fe.setup(pg, ["t"], interval_s=0.2,
+                 source={"replication_timeout_seconds": 2, "reconnect_timeout_seconds": 0})
         fe.sync()
         proc = fe.start_follow()
         walsender = None
