@@ -58,7 +58,8 @@ static const cli_cmd commands[] = {
      "\n"
      "Without --follow: a catch-up run. Backfills what is pending, reads the WAL up to the\n"
      "position current at start, commits and exits. With --follow: keeps streaming and commits\n"
-     "each table per its commit policy until SIGINT or SIGTERM, which stop it cleanly.\n"
+     "each table per its commit policy until SIGINT or SIGTERM, which stop it cleanly; it\n"
+     "reconnects after losing the source (source reconnect_timeout_seconds, default 300 s).\n"
      "\n"
      "options:\n" FILE_OPTS
      "  --state FILE         state.json (default: state.json next to the streams file)\n"

@@ -1018,8 +1018,8 @@ FIRN_MUST_CHECK firn_rc firn__engine_open_destination(const firn_destination_con
 
 /** Replaces the stats file (stats.json next to the state file; nothing without a state file)
  * when force or when the last write is 5 s old; phase names what the run does ("backfill",
- * "cdc", "finished", "stopped", "failed"). Never fails (a write error is logged). Thread-safe
- * against itself; reads table counters under each table's lock. */
+ * "cdc", "reconnecting", "finished", "stopped", "failed"). Never fails (a write error is logged).
+ * Thread-safe against itself; reads table counters under each table's lock. */
 void firn__stats_write(firn__engine *e, const char *phase, bool force);
 /** True when the stats file next to state_path (NULL: none) shows stream "namespace.name"
  * stopped at a schema change its table cannot take, or because its source table is missing
