@@ -1003,7 +1003,7 @@ static bool wait_or_stop(const firn__engine *e, int64_t ms)
     return stop_asked(e);
 }
 
-static firn_rc give_up(firn__engine *e, const follow_link *l, int64_t tried_ms, firn_err *err)
+static firn_rc give_up(firn__engine *e, const follow_link *l, int64_t limit_ms, firn_err *err)
 {
     char cause[FIRN_ERR_MSG_MAX];
     cause_text(err, cause, sizeof(cause));
@@ -1012,7 +1012,7 @@ static firn_rc give_up(firn__engine *e, const follow_link *l, int64_t tried_ms, 
                         "within %.0f s (reconnect_timeout_seconds, %u attempts; last: %s); check "
                         "that the server is up and reachable, then run firn sync again (it "
                         "resumes at the last confirmed position)",
-                        l->server, e->cfg->source.slot, (double)tried_ms / 1000.0, l->attempts,
+                        l->server, e->cfg->source.slot, (double)limit_ms / 1000.0, l->attempts,
                         cause);
 }
 
@@ -1072,7 +1072,7 @@ static firn_rc reconnect(firn__engine *e, follow_link *l, firn_pgo_stream **s, f
             return rc;
         const int64_t tried_ms = (firn_monotonic_ns() - t0) / 1000000;
         if (tried_ms >= limit_ms)
-            return give_up(e, l, tried_ms, err);
+            return give_up(e, l, limit_ms, err); /* the last attempt came at the limit */
         FIRN_LOG(FIRN_LOG_DEBUG, "engine", "reconnect attempt %u: %s", l->attempts, err->msg);
         delay_ms = delay_ms * 2 < RECONNECT_MAX_MS ? delay_ms * 2 : RECONNECT_MAX_MS;
         firn__stats_write(e, "reconnecting", false);
