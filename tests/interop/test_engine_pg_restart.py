@@ -134,10 +134,12 @@ def lost_warnings(text: str, pg) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("outage", ["fast-restart", "down-for-seconds"])
+@pytest.mark.parametrize("outage", ["fast-restart", "down-for-seconds", "sql-session-ended"])
 def test_follow_reconnects(own_cluster, firn_bin, tmp_path, outage):
     """--follow rides through a restart or an outage of several seconds: one warning, changes
-    made before, while it waits and after all land once, and it is still running."""
+    made before, while it waits and after all land once, and it is still running. Also when
+    only its SQL session ends (idle_session_timeout, an administrator) while the stream lives
+    on: the stats query finds it within 5 s, and both connections are opened again."""
     pg, root = own_cluster
     fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
     proc, log = start_streaming(pg, fe, tmp_path)
@@ -146,6 +148,10 @@ def test_follow_reconnects(own_cluster, firn_bin, tmp_path, outage):
         if outage == "fast-restart":
             took = pg_ctl_restart(root, pg.port, "fast")
             assert took < 20, f"pg_ctl restart -m fast took {took:.1f} s"
+        elif outage == "sql-session-ended":
+            with pg.connect(autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                             "application_name = 'firn' AND backend_type = 'client backend'")
         else:
             # A crash-like stop: what firn buffered is dropped and read again from the slot.
             pg_ctl(root, pg.port, "-m", "immediate", "stop")
