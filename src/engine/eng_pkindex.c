@@ -667,6 +667,22 @@ static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
     return FIRN_OK;
 }
 
+/* One pass of a least-significant-digit radix sort: turns the counts of each 8-bit digit among
+ * n items into the digit's first position; false when one digit holds all n (the pass would not
+ * move anything and is skipped). */
+static bool radix_starts(size_t count[256], size_t n, unsigned first_digit)
+{
+    if (count[first_digit] == n)
+        return false;
+    size_t at = 0;
+    for (size_t d = 0; d < 256; d++) {
+        size_t c = count[d];
+        count[d] = at;
+        at += c;
+    }
+    return true;
+}
+
 /* Sorts s[0..n) by (h, c), stably: a least-significant-digit radix sort of the upper 32 hash
  * bits, 8 a pass (a digit the same for every slot, such as the partition's, is skipped), into
  * tmp or s, then sort_slots for what those bits leave unordered (a few neighbours). Returns where
@@ -678,14 +694,8 @@ static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n)
         size_t count[256] = {0};
         for (size_t i = 0; i < n; i++)
             count[(src[i].hhi >> shift) & 0xFF]++;
-        if (count[(src[0].hhi >> shift) & 0xFF] == n)
+        if (!radix_starts(count, n, (src[0].hhi >> shift) & 0xFF))
             continue;
-        size_t at = 0;
-        for (size_t d = 0; d < 256; d++) {
-            size_t c = count[d];
-            count[d] = at;
-            at += c;
-        }
         for (size_t i = 0; i < n; i++)
             dst[count[(src[i].hhi >> shift) & 0xFF]++] = src[i];
         pk_slot *t = src;
@@ -924,14 +934,8 @@ static void sort_probes(probe *ps, size_t m)
         size_t count[256] = {0};
         for (size_t i = 0; i < m; i++)
             count[(src[i].h >> shift) & 0xFF]++;
-        if (count[(src[0].h >> shift) & 0xFF] == m)
+        if (!radix_starts(count, m, (src[0].h >> shift) & 0xFF))
             continue;
-        size_t at = 0;
-        for (size_t d = 0; d < 256; d++) {
-            size_t n = count[d];
-            count[d] = at;
-            at += n;
-        }
         for (size_t i = 0; i < m; i++)
             dst[count[(src[i].h >> shift) & 0xFF]++] = src[i];
         probe *t = src;

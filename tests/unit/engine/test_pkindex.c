@@ -246,6 +246,20 @@ T_TEST(model_bulk_then_updates)
     run_model(&mr, 3);
 }
 
+/* Keys i * golden ratio for i in [0, n) by steps of step are found at (0, i). */
+static void check_spread_keys(firn__pkindex *idx, uint32_t n, uint32_t step)
+{
+    firn_err err = {0};
+    for (uint32_t i = 0; i < n; i += step) {
+        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
+        firn__pkloc got;
+        bool found;
+        T_OK_ERR(firn__pkindex_lookup(idx, &k, 1, &got, &found, &err), &err);
+        T_TRUE(found);
+        T_EQ_UINT(got.pos, i);
+    }
+}
+
 /* A memtable reserved for a copy's estimated keys is allocated once at that size (bounded by
  * its share of the budget), not for a few keys, not once it holds entries; keys set afterwards
  * are found as usual. */
@@ -279,14 +293,7 @@ T_TEST(reserve_sizes_memtable_once)
     firn__pkindex_stats_get(idx, &st);
     T_EQ_UINT(st.memtable_bytes, capped);
     T_EQ_UINT(st.flushes, 0);
-    for (uint32_t i = 0; i < 100000; i += 997) {
-        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
-        firn__pkloc got;
-        bool found;
-        T_OK_ERR(firn__pkindex_lookup(idx, &k, 1, &got, &found, &err), &err);
-        T_TRUE(found);
-        T_EQ_UINT(got.pos, i);
-    }
+    check_spread_keys(idx, 100000, 997);
     T_EQ_UINT(firn__pkindex_count(idx), 100000);
     firn__pkindex_free(idx);
     remove_dir(dir);
@@ -395,14 +402,7 @@ T_TEST(bulk_spill_after_reserve)
     T_EQ_UINT(st.runs, 1);
     T_EQ_UINT(st.merges, 0); /* written once: no merge */
     T_EQ_UINT(st.keys, 200000);
-    for (uint32_t i = 0; i < 200000; i += 991) {
-        firn__pkkey k = {(uint64_t)i * 0x9E3779B97F4A7C15ull, 0};
-        firn__pkloc got;
-        bool found;
-        T_OK_ERR(firn__pkindex_lookup(idx, &k, 1, &got, &found, &err), &err);
-        T_TRUE(found);
-        T_EQ_UINT(got.pos, i);
-    }
+    check_spread_keys(idx, 200000, 991);
     firn__pkindex_free(idx);
     remove_dir(dir);
 }
