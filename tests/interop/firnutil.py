@@ -14,6 +14,7 @@ microseconds since 1970 (±infinity -> ±INT64_MAX, dates ±2147483647); interva
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -180,6 +181,23 @@ def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "cond
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """Kills proc and waits for it on the way out if it still runs, so that a failing step of a
+    test leaves no firn process behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def firn_errors(text: str) -> list[str]:
+    """The error lines (`firn: ...`) of a firn log."""
+    return [ln for ln in text.splitlines() if ln.startswith("firn:")]
 
 
 def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> int:

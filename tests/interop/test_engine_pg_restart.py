@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PG_CLUSTER, PgCluster, _parse_exports
-from firnutil import (FirnEnv, META_COLUMNS, arrow_rows, diff_rows, source_rows, stop_process,
-                      wait_for)
+from firnutil import (FirnEnv, META_COLUMNS, arrow_rows, diff_rows, firn_errors, reaped,
+                      source_rows, stop_process, wait_for)
 
 PG_BINDIR = os.environ.get("FIRN_PG_BINDIR", "/usr/lib/postgresql/15/bin")
 
@@ -143,7 +143,7 @@ def test_follow_reconnects(own_cluster, firn_bin, tmp_path, outage):
     pg, root = own_cluster
     fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
     proc, log = start_streaming(pg, fe, tmp_path)
-    try:
+    with reaped(proc):
         change(pg, pg.dbname, 1000)  # read, most of it still buffered (commits every 2 s)
         if outage == "fast-restart":
             took = pg_ctl_restart(root, pg.port, "fast")
@@ -171,10 +171,6 @@ def test_follow_reconnects(own_cluster, firn_bin, tmp_path, outage):
                  what="the table to equal the source")
         assert proc.poll() is None, log.read_text()[-3000:]
         code = stop_process(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
     assert code == 0, f"exit {code}:\n{text[-3000:]}"
     assert len(lost_warnings(text, pg)) == 1, text[-3000:]
@@ -193,18 +189,14 @@ def test_follow_gives_up(own_cluster, firn_bin, tmp_path):
     pg, root = own_cluster
     fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
     proc, log = start_streaming(pg, fe, tmp_path, reconnect_timeout_seconds=3)
-    try:
+    with reaped(proc):
         change(pg, pg.dbname, 1000)
         pg_ctl(root, pg.port, "-m", "immediate", "stop")
         t0 = time.monotonic()
         code = proc.wait(timeout=60)
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
-    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    errors = firn_errors(text)
     assert code == 3, f"exit {code}:\n{text[-3000:]}"
     assert took < 20, took
     assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
@@ -222,7 +214,7 @@ def test_follow_stops_while_reconnecting(own_cluster, firn_bin, tmp_path):
     pg, root = own_cluster
     fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
     proc, log = start_streaming(pg, fe, tmp_path)
-    try:
+    with reaped(proc):
         change(pg, pg.dbname, 1000)
         pg_ctl(root, pg.port, "-m", "immediate", "stop")
         wait_for(lambda: b"reconnecting for up to" in log.read_bytes(), 30,
@@ -232,10 +224,6 @@ def test_follow_stops_while_reconnecting(own_cluster, firn_bin, tmp_path):
         t0 = time.monotonic()
         code = stop_process(proc)
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
     assert code == 0, f"exit {code}:\n{text[-3000:]}"
     assert took < 3, took
@@ -256,7 +244,7 @@ def test_restart_mid_cdc(own_cluster, firn_bin, tmp_path, mode):
     fe.setup(pg, ["t"], interval_s=60, source={"reconnect_timeout_seconds": 0})
     log = tmp_path / "follow.log"
     proc = fe.start_follow(None, log, "--log", "info")
-    try:
+    with reaped(proc):
         wait_for(lambda: b"backfill committed" in log.read_bytes(), 60, what="the backfill")
         change(pg, pg.dbname, 1000)
         # The changes are read (buffered, not committed: the interval is 60 s).
@@ -264,12 +252,8 @@ def test_restart_mid_cdc(own_cluster, firn_bin, tmp_path, mode):
                  what="buffered changes")
         took = pg_ctl_restart(root, pg.port, mode)
         code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
-    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    errors = firn_errors(text)
     assert code == 3, f"exit {code}:\n{text[-3000:]}"
     assert len(errors) == 1, text[-3000:]
     line = errors[0]
@@ -312,7 +296,7 @@ def test_restart_mid_backfill(own_cluster, firn_bin, tmp_path):
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(firn_bin), "sync", *fe.sync_args], stdout=out, stderr=out,
                                 env=fe.env())
-    try:
+    with reaped(proc):
         wait_for(lambda: b"backfill: " in log.read_bytes() or proc.poll() is not None, 60,
                  what="the backfill to start")
         wait_for(lambda: copy_waits(pg) or proc.poll() is not None, 60,
@@ -320,12 +304,8 @@ def test_restart_mid_backfill(own_cluster, firn_bin, tmp_path):
         assert proc.poll() is None, "the backfill ended before the restart: make the table larger"
         pg_ctl_restart(root, pg.port, "fast")
         code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
-    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    errors = firn_errors(text)
     assert code == 3 and len(errors) == 1, f"exit {code}:\n{text[-3000:]}"
     assert "run firn sync again" in errors[0], errors[0]
     with pg.connect() as conn:
@@ -369,7 +349,7 @@ def test_follow_refusal_ends_at_once(own_cluster, firn_bin, tmp_path, refusal):
     if refusal == "password":
         source = {"username": "firn_pw", "password": "firn_pw_secret", "host": "127.0.0.1"}
     proc, log = start_streaming(pg, fe, tmp_path, **source)
-    try:
+    with reaped(proc):
         change(pg, pg.dbname, 1000)
         with pg.connect(autocommit=True) as conn:
             if refusal == "password":
@@ -383,12 +363,8 @@ def test_follow_refusal_ends_at_once(own_cluster, firn_bin, tmp_path, refusal):
         t0 = time.monotonic()
         code = proc.wait(timeout=60)
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = log.read_text()
-    errors = [ln for ln in text.splitlines() if ln.startswith("firn:")]
+    errors = firn_errors(text)
     assert code == 3, f"exit {code}:\n{text[-3000:]}"
     assert took < 10, took  # the first attempt (after 1 s) ends it
     assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
