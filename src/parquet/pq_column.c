@@ -594,19 +594,43 @@ static bool dict_unprofitable(const pq_colw *cw)
     return cw->dict.plain.len + page_estimate(cw) >= raw;
 }
 
+/* The chunk falls back to PLAIN (after flush_page emitted its dictionary ids): of the dictionary
+ * only its values stay, for the dictionary page written when the chunk ends; the hash slots, the
+ * per-entry arrays of a byte-array dictionary and the id buffer go, so that a wide table's
+ * columns do not each hold a full dictionary's lookup structures (a few MiB) until their chunk
+ * ends. */
+static void fall_back_to_plain(pq_colw *cw)
+{
+    pq_dict *d = &cw->dict;
+    cw->dict_on = false;
+    firn_free(d->slots);
+    d->mask = DICT_INIT_SLOT - 1;
+    d->slots = firn_calloc(DICT_INIT_SLOT, sizeof(uint32_t));
+    firn_free(d->offs);
+    firn_free(d->lens);
+    firn_free(d->hashes);
+    d->offs = d->lens = NULL;
+    d->hashes = NULL;
+    d->cap = 0;
+    FIRN_ASSERT(cw->n_ids == 0);
+    firn_free(cw->ids);
+    cw->ids = NULL;
+    cw->ids_cap = 0;
+}
+
 static firn_rc
 after_step(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_err *err)
 {
     if (cw->dict_on && dict_full(cw)) {
         FIRN_TRY(flush_page(cw, codec, body, comp, err));
-        cw->dict_on = false;
+        fall_back_to_plain(cw);
         return FIRN_OK;
     }
     if (page_estimate(cw) >= cw->opts->page_bytes || cw->n_levels >= cw->opts->page_rows) {
         bool fall_back = cw->dict_on && dict_unprofitable(cw);
         FIRN_TRY(flush_page(cw, codec, body, comp, err));
         if (fall_back)
-            cw->dict_on = false;
+            fall_back_to_plain(cw);
     }
     return FIRN_OK;
 }
