@@ -612,7 +612,7 @@ static firn_rc spill_write_block(pk_spill *sp, uint32_t p, firn_err *err)
     size_t bytes = (size_t)part->n_buf * sizeof(pk_slot);
     /* At the recorded end, whatever a failed write before this one left behind it. */
     if (lseek(sp->fd, (off_t)sp->off, SEEK_SET) < 0)
-        return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not seek in "%s"", sp->path);
+        return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not seek in \"%s\"", sp->path);
     FIRN_TRY(firn__pk_write_all(sp->fd, sp->buf + (size_t)p * sp->buf_slots, bytes, sp->path, err));
     if (part->n_blocks == part->cap_blocks) {
         part->cap_blocks = part->cap_blocks ? part->cap_blocks * 2 : 8;
