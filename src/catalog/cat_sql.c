@@ -740,6 +740,53 @@ static void make_parent_dirs(const char *path)
     }
 }
 
+/* Why path cannot be a database file, when the file system says: a folder in its place, or a
+ * file where one of its folders should be. Writes the reason to out and returns true. */
+static bool unopenable_reason(const char *path, char *out, size_t cap)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(out, cap, "it is a folder; point \"catalog.uri\" at a file");
+        return true;
+    }
+    char dir[4096];
+    const size_t len = strlen(path);
+    if (len >= sizeof(dir))
+        return false;
+    memcpy(dir, path, len + 1);
+    for (char *s = dir + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            snprintf(out, cap,
+                     "\"%s\" is a file, not a folder; point \"catalog.warehouse\" (or "
+                     "\"catalog.uri\") at a folder",
+                     dir);
+            return true;
+        }
+        *s = '/';
+    }
+    return false;
+}
+
+/* A database file SQLite cannot use: not a database at all, or damaged. */
+static firn_rc bad_database(sql_catalog *c, const char *path, firn_rc rc, firn_err *err)
+{
+    const int code = sqlite3_errcode(c->db);
+    if (code == SQLITE_NOTADB)
+        return firn_err_set(err, FIRN_ERR_IO,
+                            "cannot use \"%s\" as the SQL catalog: it is not a SQLite database; "
+                            "point \"catalog.uri\" at firn's catalog file or at a new path",
+                            path);
+    if (code == SQLITE_CORRUPT)
+        return firn_err_set(err, FIRN_ERR_IO,
+                            "cannot use SQL catalog database \"%s\": it is damaged (%s); restore "
+                            "it from a backup",
+                            path, sqlite3_errmsg(c->db));
+    return rc;
+}
+
 firn_rc firn_catalog_sql_open(const firn_catalog_sql_opts *opts, firn_catalog **out, firn_err *err)
 {
     const char *path = NULL;
@@ -759,12 +806,18 @@ firn_rc firn_catalog_sql_open(const firn_catalog_sql_opts *opts, firn_catalog **
     make_parent_dirs(path);
     int src = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     firn_rc rc = FIRN_OK;
-    if (src != SQLITE_OK)
+    char why[FIRN_ERR_MSG_MAX / 2];
+    if (src != SQLITE_OK && unopenable_reason(path, why, sizeof(why)))
+        rc = firn_err_set(err, FIRN_ERR_IO, "cannot open SQL catalog database \"%s\": %s", path,
+                          why);
+    else if (src != SQLITE_OK)
         rc = firn_err_set(err, FIRN_ERR_IO, "could not open SQL catalog database \"%s\": %s", path,
                           c->db ? sqlite3_errmsg(c->db) : "out of memory");
     if (!rc) {
         sqlite3_busy_timeout(c->db, opts->busy_timeout_ms > 0 ? opts->busy_timeout_ms : 10000);
         rc = init_schema(c, err);
+        if (rc)
+            rc = bad_database(c, path, rc, err);
     }
     if (rc) {
         sql_destroy(&c->base);

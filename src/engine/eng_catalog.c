@@ -205,8 +205,9 @@ firn_rc firn__engine_open_destination(const firn_destination_config *d,
         *out_io = NULL;
         *out_io_owned = false;
         char safe[FIRN_URL_REDACTED_MAX];
-        firn_err_context(err, "while opening catalog \"%s\"",
-                         firn_url_redact(safe, sizeof(safe), cc->uri));
+        firn_url_redact(safe, sizeof(safe), cc->uri);
+        if (!err || !strstr(err->msg, safe)) /* the SQL catalog's messages name its file */
+            firn_err_context(err, "while opening catalog \"%s\"", safe);
     }
     return rc;
 }

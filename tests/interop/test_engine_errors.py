@@ -262,6 +262,37 @@ def test_warehouse_not_writable(fe):
         assert "/dev/null/warehouse" in line, line
 
 
+def test_catalog_file_mistakes(fe):
+    """trial13: a warehouse that is a file, a catalog.uri that is a folder, a file that is not a
+    SQLite database and a damaged catalog each say what is wrong and what to do (they said
+    "unable to open database file", "file is not a database" or "database disk image is
+    malformed", with the path twice), exit 4, and leave the file as it was."""
+    not_db = fe.root / "notes.txt"
+    not_db.write_text("not a database\n" * 400)
+    fe.sync()
+    damaged = fe.root / "damaged.db"
+    damaged.write_bytes(fe.catalog_db.read_bytes()[:5000])
+    cases = [
+        ({"warehouse": str(not_db)},
+         f'cannot open SQL catalog database "{not_db}/firn_catalog.db": "{not_db}" is a file, '
+         'not a folder; point "catalog.warehouse" (or "catalog.uri") at a folder'),
+        ({"warehouse": str(fe.warehouse), "uri": str(fe.root)},
+         f'cannot open SQL catalog database "{fe.root}": it is a folder; point "catalog.uri" at '
+         "a file"),
+        ({"warehouse": str(fe.warehouse), "uri": str(not_db)},
+         f'cannot use "{not_db}" as the SQL catalog: it is not a SQLite database; point '
+         '"catalog.uri" at firn\'s catalog file or at a new path'),
+        ({"warehouse": str(fe.warehouse), "uri": str(damaged)},
+         f'cannot use SQL catalog database "{damaged}": it is damaged (database disk image is '
+         "malformed); restore it from a backup"),
+    ]
+    for catalog, want in cases:
+        fe.write_destination(catalog={"type": "sql", **catalog})
+        for args in (["check", "--destination", str(fe.destination)], ["sync", *fe.sync_args]):
+            assert one_error(run(fe, *args), 4) == f"firn: {want}"
+    assert not_db.read_text() == "not a database\n" * 400
+
+
 def test_index_dir_not_writable(fe):
     """A bad index_dir is a configuration error found by check and before a sync copies."""
     fe.write_destination(index_dir="/dev/null/index")
