@@ -809,6 +809,11 @@ static firn_rc chunk_stats(pq_colw *cw, pq_chunk_meta *m)
     m->null_count = cw->null_count;
     m->has_nan = cw->leaf->kind == PQK_FLOAT || cw->leaf->kind == PQK_DOUBLE;
     m->nan_count = cw->nan_count;
+    /* A long min or max is left out, as Arrow and parquet-java do: the footer would hold the
+     * whole value twice (a 50 MB text made a 100 MB footer that Arrow's 100 MB Thrift limit
+     * nearly refused), for a bound no reader prunes well with. */
+    if (cw->stat.bmin.len > PQ_STATS_MAX || cw->stat.bmax.len > PQ_STATS_MAX)
+        return FIRN_OK;
     if (!firn__pq_stat_plain(&cw->stat, cw->leaf, false, buf, sizeof(buf), &p, &len))
         return FIRN_OK;
     m->min = firn_memdup(p, len);

@@ -9,6 +9,7 @@
 #define PQ_MAX_DEPTH  64 /* Thrift nesting and schema depth */
 #define PQ_FOOTER_MAX (256u << 20)
 #define PQ_PAGE_MAX   ((size_t)1 << 31)
+#define PQ_STATS_MAX  4096 /* longest min or max value written into the footer, in bytes */
 
 __extension__ typedef __int128 pq_i128;
 

@@ -380,10 +380,62 @@ T_TEST(roller_splits_by_size)
     firn_field_free(s);
 }
 
+/* A string column whose min or max is longer than 4096 bytes has no min/max in the footer (the
+ * value twice made a 100 MB footer for one 50 MB text); the null count and the Iceberg bounds,
+ * truncated to 16 characters, stay. */
+T_TEST(long_string_stats_are_left_out)
+{
+    for (size_t big = 4096; big <= 4097; big++) {
+        firn_field *s = firn_field_new(0, "table", FIRN_TYPE_STRUCT, true);
+        firn_field_add(s, firn_field_new(1, "t", FIRN_TYPE_STRING, false));
+        firn_batch *b = firn_batch_new(s);
+        firn_err err = {0};
+        char *text = firn_calloc(big, 1);
+        memset(text, 'z', big);
+        firn_column_append_bytes(firn_batch_column(b, 0), "a", 1);
+        T_OK_ERR(firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err), &err);
+        firn_column_append_bytes(firn_batch_column(b, 0), text, big);
+        T_OK_ERR(firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err), &err);
+        firn_column_append_null(firn_batch_column(b, 0));
+        T_OK_ERR(firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err), &err);
+        membuf m = {0};
+        firn_buf_init(&m.b, 1 << 26);
+        firn_pq_writer *w = NULL;
+        T_OK_ERR(firn_pq_writer_new(s, NULL, mem_write, &m, &w, &err), &err);
+        T_OK_ERR(firn_pq_writer_write(w, b, &err), &err);
+        T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+        firn_pq_file_metrics fm;
+        firn_pq_writer_take_metrics(w, &fm);
+        firn_pq_writer_free(w);
+        T_TRUE(fm.fields[0].has_lower);
+        T_EQ_UINT(fm.fields[0].upper_len, 16);
+        uint32_t len;
+        T_OK_ERR(firn_pq_footer_locate(m.b.data + m.b.len - 8, m.b.len, &len, &err), &err);
+        firn_pq_file_meta *md = NULL;
+        T_OK_ERR(firn_pq_footer_parse(m.b.data + m.b.len - 8 - len, len, &md, &err), &err);
+        const firn_pq_chunk_meta *c = &md->row_groups[0].columns[0];
+        T_EQ_INT(c->stats.null_count, 1);
+        if (big == 4096) {
+            T_EQ_UINT(c->stats.max_len, 4096);
+            T_EQ_MEM(c->stats.min_value, "a", 1);
+        } else {
+            T_TRUE(c->stats.max_value == NULL && c->stats.min_value == NULL);
+            T_TRUE(len < 1024);
+        }
+        firn_pq_file_meta_free(md);
+        firn_pq_file_metrics_deinit(&fm);
+        firn_buf_deinit(&m.b);
+        firn_free(text);
+        firn_batch_free(b);
+        firn_field_free(s);
+    }
+}
+
 T_MAIN(T_CASE(thrift_roundtrip),
        T_CASE(rle_roundtrip),
        T_CASE(rle_matches_reference_bytes),
        T_CASE(footer_reads_back),
+       T_CASE(long_string_stats_are_left_out),
        T_CASE(null_in_required_is_an_error),
        T_CASE(sink_failure_propagates),
        T_CASE(roller_splits_by_size))
