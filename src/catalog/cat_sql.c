@@ -6,6 +6,7 @@
 #include "cat_int.h"
 #include "firn/net.h"
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,12 @@ static const char DDL_PROPS[] = "CREATE TABLE IF NOT EXISTS iceberg_namespace_pr
 
 static firn_rc db_fail(sql_catalog *c, int src, const char *what, firn_err *err)
 {
+    /* A full or read-only disk carries its errno, so the exit code says destination (4)
+     * wherever the engine meets it, as for the warehouse's files. */
+    int sys = (src & 0xff) == SQLITE_FULL ? ENOSPC : sqlite3_system_errno(c->db);
+    if (sys == ENOSPC || sys == EDQUOT || sys == EROFS)
+        return firn_err_set_errno(err, FIRN_ERR_IO, sys, "could not %s in the SQL catalog \"%s\"",
+                                  what, sqlite3_db_filename(c->db, "main"));
     firn_rc rc = (src == SQLITE_BUSY || src == SQLITE_LOCKED) ? FIRN_ERR_UNAVAILABLE : FIRN_ERR_IO;
     return firn_err_set(err, rc, "could not %s in the SQL catalog: %s", what,
                         sqlite3_errmsg(c->db));

@@ -85,3 +85,27 @@ def test_read_only_then_full_warehouse(fe, pg, tiny):
     filler.unlink()
     fe.sync("--log", "error")
     assert_equal_to_source(fe, pg)
+
+
+def test_full_catalog_disk(fe, pg, tiny, tmp_path):
+    """trial13: the SQL catalog's file on a full disk (the warehouse elsewhere) exited 3, as if
+    the source had failed: SQLite's "database or disk is full" carried no errno. It is a
+    destination error (4) naming the catalog file, and the next run, with room again, leaves
+    the table equal to the source."""
+    catalog = fe.catalog_db = tiny / "catalog.db"
+    fe.warehouse = tmp_path / "warehouse"
+    fe.write_destination(catalog={"type": "sql", "uri": str(catalog),
+                                  "warehouse": str(fe.warehouse)})
+    fe.sync("--log", "error")
+    with pg.connect(dbname=fe.dbname) as conn:
+        conn.execute("INSERT INTO t SELECT g, repeat(md5(g::text), 4) FROM generate_series(1001, "
+                     "3000) g; UPDATE t SET v = 'full' WHERE id <= 10")
+    filler = tiny / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k", "count=1000"],
+                   capture_output=True)
+    line = one_error(fe.sync("--log", "error", check=False), 4)
+    assert line.startswith(f'firn: could not write in the SQL catalog "{catalog}": No space left '
+                           "on device"), line
+    filler.unlink()
+    fe.sync("--log", "error")
+    assert_equal_to_source(fe, pg)
