@@ -119,11 +119,38 @@ static firn_rc check_partition(const firn_stream_config *s,
                         s->namespace, s->name, expr, p->column, tname, transform_needs(tr.kind));
 }
 
+/* The first column of the override outside the primary key, when the stream upserts from the
+ * WAL under REPLICA IDENTITY DEFAULT: an UPDATE that changes only such a column carries no old
+ * value of it, so the row under the old key could not be found. NULL when the key is safe. */
+static const char *key_outside_identity(const firn_stream_config *s, const firn_pg_table *pg)
+{
+    const bool cdc =
+        s->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || s->sync_mode == FIRN_SYNC_CDC_ONLY;
+    if (!cdc || s->append_mode || pg->replica_identity != 'd' || !pg->has_primary_key)
+        return NULL;
+    for (size_t i = 0; i < s->primary_key.count; i++) {
+        bool in_pk = false;
+        for (size_t k = 0; k < pg->n_key && !in_pk; k++)
+            in_pk = strcmp(pg->columns[pg->key_columns[k]].name, s->primary_key.items[i]) == 0;
+        if (!in_pk)
+            return s->primary_key.items[i];
+    }
+    return NULL;
+}
+
 firn_rc
 firn__stream_check_table(const firn_stream_config *s, const firn_pg_table *pg, firn_err *err)
 {
     for (size_t i = 0; i < s->partition_count; i++)
         FIRN_TRY(check_partition(s, pg, &s->partition[i], err));
+    const char *outside = key_outside_identity(s, pg);
+    if (outside)
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "stream \"%s.%s\": primary_key column \"%s\" is not in the table's "
+                            "primary key, and under REPLICA IDENTITY DEFAULT an UPDATE that "
+                            "changes it carries no old value, so the old row would stay; run "
+                            "ALTER TABLE %s REPLICA IDENTITY FULL, or leave primary_key out",
+                            s->namespace, s->name, outside, pg->qualified);
     if (s->sync_mode == FIRN_SYNC_INCREMENTAL && s->cursor_field) {
         FIRN_TRY(check_cursor_column(s, pg, s->cursor_field, err));
         if (s->cursor_fallback)

@@ -755,7 +755,8 @@ FIRN_MUST_CHECK firn_rc firn__table_flush_extra(firn__table *t,
  * (docs/configuration.md "Incremental streams"). */
 FIRN_MUST_CHECK firn_rc firn__incremental_run(firn__engine *e, firn_err *err);
 /** Checks stream s against its discovered source table pg (borrowed): partition columns exist
- * and their transforms fit the columns' Iceberg types, incremental cursor columns exist.
+ * and their transforms fit the columns' Iceberg types, incremental cursor columns exist, and a
+ * primary_key override of a CDC upsert stream outside the primary key has REPLICA IDENTITY FULL.
  * FIRN_ERR_CONFIG with one line naming the stream and what to do. */
 FIRN_MUST_CHECK firn_rc firn__stream_check_table(const firn_stream_config *s,
                                                  const firn_pg_table *pg,

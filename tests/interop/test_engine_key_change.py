@@ -15,7 +15,9 @@ from firnutil import FirnEnv, META_COLUMNS, arrow_rows, diff_rows, source_rows
 @pytest.fixture
 def fe(pg, pg_db, firn_bin, tmp_path) -> FirnEnv:
     with pg.connect(dbname=pg_db) as conn:
-        conn.execute("CREATE TABLE t (id int PRIMARY KEY, u int UNIQUE NOT NULL, v text)")
+        # FULL: an override outside the primary key needs it (test_engine_errors.py)
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, u int UNIQUE NOT NULL, v text); "
+                     "ALTER TABLE t REPLICA IDENTITY FULL")
         conn.execute("INSERT INTO t SELECT g, 1000 + g, 'v' || g FROM generate_series(1, 200) g")
     env = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
     env.setup(pg, ["t"])
