@@ -59,6 +59,10 @@ static firn_rc read_file(const char *path, char **out, size_t *out_len, firn_err
 static firn_rc
 parse_json(const char *text, size_t len, const char *name, json_t **out, firn_err *err)
 {
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) { /* a UTF-8 byte-order mark (Notepad) */
+        text += 3;
+        len -= 3;
+    }
     size_t blank = 0; /* text need not end with a NUL (firn_config_parse) */
     while (blank < len && text[blank] && strchr(" \t\r\n", text[blank]))
         blank++;

@@ -141,3 +141,12 @@ def test_empty_file_and_nul(firn_bin, tmp_path, text, what):
     assert line == f"firn: {src}: {what}" if what.startswith("the") else \
         line == f"firn: {src}:{what}", line
     assert "cret" not in line
+
+
+def test_utf8_byte_order_mark_is_accepted(firn_bin, tmp_path):
+    """trial13: a file saved with a UTF-8 byte-order mark (Windows Notepad) said "1:1: invalid
+    JSON: '[' or '{' expected"; the mark is skipped, and the file's own mistakes still show."""
+    src = tmp_path / "source.json"
+    src.write_bytes(b"\xef\xbb\xbf" + json.dumps({**SOURCE, "hots": "x"}).encode())
+    line = error_line(run(firn_bin, "check", "--source", str(src)))
+    assert line == f'firn: {src}: unknown key "hots" (did you mean "host"?)', line
