@@ -112,9 +112,9 @@ for ext in ("avro", "iceberg"):
 for name in ("customers", "products", "orders"):
     table = catalog.load_table(f"demo_public.{name}")
     snap = table.current_snapshot()
-    print(f"\n== demo_public.{name}: snapshot {snap.snapshot_id}, "
-          f"{snap.summary.get('total-records')} records, "
-          f"{snap.summary.get('total-position-deletes', '0')} position deletes")
+    print(f"\n== demo_public.{name}: snapshot {snap.snapshot_id}: "
+          f"{snap.summary.get('total-records')} rows in data files, "
+          f"{snap.summary.get('total-position-deletes', '0')} of them deleted (position deletes)")
     rel = con.sql(f"SELECT * EXCLUDE (_firn_ingest_ts, _firn_commit_ts) "
                   f"FROM iceberg_scan('{table.metadata_location}') ORDER BY 1")
     rel.show(max_width=200)
