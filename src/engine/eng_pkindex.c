@@ -58,6 +58,13 @@ static inline uint64_t rotl(uint64_t x, unsigned b)
 
 static uint64_t le64(const uint8_t *p, size_t n)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n == 8) { /* a bigint key: one load */
+        uint64_t w;
+        memcpy(&w, p, 8);
+        return w;
+    }
+#endif
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++)
         v |= (uint64_t)p[i] << (8 * i);
