@@ -169,7 +169,8 @@ const char *firn_url_redact(char *out, size_t cap, const char *url);
 /** A JSON parse error for a message without any text of the document: the error of jansson's
  * json_error_t.text up to the first quote or byte value (it quotes the input near the error,
  * which may be inside a password), then, when one was completed before the error position, the
- * name of the last object key (' at key "password"'). text is the document (len bytes),
+ * name of the last object key (' at key "password"'); text after the document and a \u0000
+ * get plain words instead of jansson's. text is the document (len bytes),
  * position jansson's json_error_t.position. Writes to out (cap bytes) and returns it. Never
  * fails; thread-safe. */
 const char *firn_json_error_brief(

@@ -180,6 +180,10 @@ const char *firn_json_error_brief(
         error_text = "\\u0000 (a NUL character) is not allowed";
         n = strlen(error_text);
     }
+    if (strncmp(error_text, "end of file expected", 20) == 0) { /* not the last key's fault */
+        snprintf(out, cap, "unexpected text after the end of the document");
+        return out;
+    }
     if (n == 0) {
         error_text = "syntax error";
         n = strlen(error_text);

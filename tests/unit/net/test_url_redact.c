@@ -50,6 +50,8 @@ T_TEST(json_errors)
     T_TRUE(strstr(brief("{\"k\": \"\\ud800\\u0041secret\"}", out, sizeof(out)), "secret") == NULL);
     T_EQ_STR(brief("{\"a\": 1,,}", out, sizeof(out)), "string or '}' expected at key \"a\"");
     T_EQ_STR(brief("nope", out, sizeof(out)), "'[' or '{' expected");
+    T_EQ_STR(brief("{\"username\": \"u\"} trailing", out, sizeof(out)),
+             "unexpected text after the end of the document");
     T_EQ_STR(brief("{\"host\": \"h\", \"password\": \"a\\u0000b\"}", out, sizeof(out)),
              "\\u0000 (a NUL character) is not allowed at key \"password\"");
     T_EQ_STR(firn_json_error_brief(out, sizeof(out), "control character 0x7 near 'pw'", NULL, 0, 0),
