@@ -19,6 +19,19 @@ static firn_rc mem_write(void *ctx, const void *p, size_t len, firn_err *err)
     return firn_buf_append(&m->b, p, len);
 }
 
+/* Writes b (schema s) as one Parquet file into m (initialised here) and takes its metrics. */
+static void write_to_mem(firn_field *s, firn_batch *b, membuf *m, firn_pq_file_metrics *fm)
+{
+    firn_err err = {0};
+    firn_buf_init(&m->b, 1 << 26);
+    firn_pq_writer *w = NULL;
+    T_OK_ERR(firn_pq_writer_new(s, NULL, mem_write, m, &w, &err), &err);
+    T_OK_ERR(firn_pq_writer_write(w, b, &err), &err);
+    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+    firn_pq_writer_take_metrics(w, fm);
+    firn_pq_writer_free(w);
+}
+
 T_TEST(thrift_roundtrip)
 {
     firn_buf b;
@@ -211,15 +224,9 @@ T_TEST(footer_reads_back)
     firn_batch *b = firn_batch_new(s);
     fill(b, 1000);
     membuf m = {0};
-    firn_buf_init(&m.b, 1 << 26);
     firn_err err = {0};
-    firn_pq_writer *w = NULL;
-    T_OK_ERR(firn_pq_writer_new(s, NULL, mem_write, &m, &w, &err), &err);
-    T_OK_ERR(firn_pq_writer_write(w, b, &err), &err);
-    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
     firn_pq_file_metrics fm;
-    firn_pq_writer_take_metrics(w, &fm);
-    firn_pq_writer_free(w);
+    write_to_mem(s, b, &m, &fm);
 
     T_EQ_UINT(fm.record_count, 1000);
     T_EQ_UINT(fm.file_size_bytes, m.b.len);
@@ -399,14 +406,8 @@ T_TEST(long_string_stats_are_left_out)
         firn_column_append_null(firn_batch_column(b, 0));
         T_OK_ERR(firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err), &err);
         membuf m = {0};
-        firn_buf_init(&m.b, 1 << 26);
-        firn_pq_writer *w = NULL;
-        T_OK_ERR(firn_pq_writer_new(s, NULL, mem_write, &m, &w, &err), &err);
-        T_OK_ERR(firn_pq_writer_write(w, b, &err), &err);
-        T_OK_ERR(firn_pq_writer_close(w, &err), &err);
         firn_pq_file_metrics fm;
-        firn_pq_writer_take_metrics(w, &fm);
-        firn_pq_writer_free(w);
+        write_to_mem(s, b, &m, &fm);
         T_TRUE(fm.fields[0].has_lower);
         T_EQ_UINT(fm.fields[0].upper_len, 16);
         uint32_t len;
