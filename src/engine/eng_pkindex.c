@@ -145,6 +145,16 @@ static void mt_alloc(firn__pkindex *idx)
     idx->mt_used = 0;
 }
 
+/* Allocates the memtable at its starting size: the largest halving of mt_cap_max still at
+ * least 1024 slots (or mt_cap_max itself when smaller). */
+static void mt_alloc_smallest(firn__pkindex *idx)
+{
+    idx->mt_shift = 0;
+    while ((idx->mt_cap_max >> (idx->mt_shift + 1)) >= 1024)
+        idx->mt_shift++;
+    mt_alloc(idx);
+}
+
 firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o)
 {
     firn__pkindex *idx = firn_calloc(1, sizeof(*idx));
@@ -162,9 +172,7 @@ firn__pkindex *firn__pkindex_new_opts(const firn__pkindex_opts *o)
     idx->mt_cap_max = slots > 64 ? (slots - 32) * 10 / 16 : 0;
     if (idx->mt_cap_max < MT_CAP_MIN)
         idx->mt_cap_max = MT_CAP_MIN;
-    while ((idx->mt_cap_max >> (idx->mt_shift + 1)) >= 1024)
-        idx->mt_shift++;
-    mt_alloc(idx);
+    mt_alloc_smallest(idx);
     idx->cache_bytes = idx->mem_limit / 8 * 3;
     idx->cache = firn__pkcache_new(idx->cache_bytes);
     idx->next_run_id = 1;
@@ -637,7 +645,7 @@ static firn_rc spill_put(pk_spill *sp, const pk_slot *s, firn_err *err)
     spill_part *part = &sp->parts[p];
     sp->buf[(size_t)p * sp->buf_slots + part->n_buf++] = *s;
     sp->n++;
-    sp->max_file1 = s->file1 != PK_TOMB && s->file1 > sp->max_file1 ? s->file1 : sp->max_file1;
+    sp->max_file1 = s->file1 > sp->max_file1 ? s->file1 : sp->max_file1; /* a tombstone's is 0 */
     sp->max_pos = s->pos > sp->max_pos ? s->pos : sp->max_pos;
     sp->has_c |= s->c != 0;
     return part->n_buf == sp->buf_slots ? spill_write_block(sp, p, err) : FIRN_OK;
@@ -670,10 +678,7 @@ static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
         if (idx->mt[i].file1 != PK_MT_EMPTY)
             FIRN_TRY(spill_put(sp, &idx->mt[i], err));
     firn_free(idx->mt);
-    idx->mt_shift = 0;
-    while ((idx->mt_cap_max >> (idx->mt_shift + 1)) >= 1024)
-        idx->mt_shift++;
-    mt_alloc(idx);
+    mt_alloc_smallest(idx);
     return FIRN_OK;
 }
 
