@@ -134,6 +134,20 @@ def lost_warnings(text: str, pg) -> list[str]:
     return lines
 
 
+def exits_3_once_lost(proc: subprocess.Popen, log: Path, pg, within: float) -> str:
+    """Waits for a --follow run to end: it must exit 3 within `within` seconds, after one warning
+    that the connection was lost, with one error line, which is returned."""
+    t0 = time.monotonic()
+    code = proc.wait(timeout=60)
+    took = time.monotonic() - t0
+    text = log.read_text()
+    errors = firn_errors(text)
+    assert code == 3, f"exit {code}:\n{text[-3000:]}"
+    assert took < within, took
+    assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
+    return errors[0]
+
+
 @pytest.mark.parametrize("outage", ["fast-restart", "down-for-seconds", "sql-session-ended"])
 def test_follow_reconnects(own_cluster, firn_bin, tmp_path, outage):
     """--follow rides through a restart or an outage of several seconds: one warning, changes
@@ -192,15 +206,7 @@ def test_follow_gives_up(own_cluster, firn_bin, tmp_path):
     with reaped(proc):
         change(pg, pg.dbname, 1000)
         pg_ctl(root, pg.port, "-m", "immediate", "stop")
-        t0 = time.monotonic()
-        code = proc.wait(timeout=60)
-        took = time.monotonic() - t0
-    text = log.read_text()
-    errors = firn_errors(text)
-    assert code == 3, f"exit {code}:\n{text[-3000:]}"
-    assert took < 20, took
-    assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
-    line = errors[0]
+        line = exits_3_once_lost(proc, log, pg, within=20)
     assert line.startswith(f'firn: could not reconnect to the server at {pg.host}:{pg.port} for '
                            'replication slot "firn_e2e" within 3 s (reconnect_timeout_seconds'), line
     assert "run firn sync again" in line, line
@@ -360,18 +366,10 @@ def test_follow_refusal_ends_at_once(own_cluster, firn_bin, tmp_path, refusal):
                 terminate_firn(conn, walsender_only=True)
             else:
                 recreate_slot(conn)
-        t0 = time.monotonic()
-        code = proc.wait(timeout=60)
-        took = time.monotonic() - t0
-    text = log.read_text()
-    errors = firn_errors(text)
-    assert code == 3, f"exit {code}:\n{text[-3000:]}"
-    assert took < 10, took  # the first attempt (after 1 s) ends it
-    assert len(errors) == 1 and len(lost_warnings(text, pg)) == 1, text[-3000:]
-    line = errors[0]
+        line = exits_3_once_lost(proc, log, pg, within=10)  # the first attempt (after 1 s) ends it
     if refusal == "password":
         assert "password authentication failed" in line and "firn_pw" in line, line
-        assert "firn_pw_secret" not in text
+        assert "firn_pw_secret" not in log.read_text()
     elif refusal == "publication":
         assert line.startswith('firn: table "public"."t" left publication "firn_e2e" after firn '
                                'streamed its changes'), line
