@@ -7,9 +7,22 @@
 #include <math.h>
 #include <string.h>
 
-#define STEP_VALUES    4096 /* values encoded between page-size checks */
-#define DICT_INIT_SLOT 1024
-#define BUF_MAX        ((size_t)1 << 40)
+#define STEP_VALUES     4096 /* values encoded between page-size checks */
+#define DICT_INIT_BYTES 4096 /* slot table of a new or emptied dictionary */
+#define BUF_MAX         ((size_t)1 << 40)
+
+/* Slots of the dictionaries of 4- and 8-byte values (int32, int64, float, double): the value's
+ * bits next to its id + 1 (0 = empty), so that a probe reads one cache line instead of a slot
+ * and then the entry it names. Bytes and FLBA dictionaries have slots of only the id + 1. */
+typedef struct slot4 {
+    uint32_t key;
+    uint32_t id1;
+} slot4;
+typedef struct slot8 {
+    uint64_t key;
+    uint32_t id1;
+    uint32_t pad;
+} slot8;
 
 static size_t kind_width(const pq_leaf *l)
 {
@@ -32,11 +45,33 @@ static size_t kind_width(const pq_leaf *l)
     return 0;
 }
 
-static void dict_init(pq_dict *d)
+static size_t slot_bytes(const pq_leaf *l)
+{
+    switch (l->kind) {
+    case PQK_I32:
+    case PQK_I32_I64:
+    case PQK_FLOAT:
+        return sizeof(slot4);
+    case PQK_I64: /* narrow first (widen_slots) */
+        return sizeof(slot4);
+    case PQK_DOUBLE:
+        return sizeof(slot8);
+    default:
+        return sizeof(uint32_t);
+    }
+}
+
+static void dict_alloc_slots(pq_dict *d)
+{
+    d->mask = DICT_INIT_BYTES / d->slot_bytes - 1;
+    d->slots = firn_calloc(d->mask + 1, d->slot_bytes);
+}
+
+static void dict_init(pq_dict *d, size_t slot_size)
 {
     memset(d, 0, sizeof(*d));
-    d->mask = DICT_INIT_SLOT - 1;
-    d->slots = firn_calloc(DICT_INIT_SLOT, sizeof(uint32_t));
+    d->slot_bytes = slot_size;
+    dict_alloc_slots(d);
     firn_buf_init(&d->plain, BUF_MAX);
 }
 
@@ -51,7 +86,7 @@ static void dict_deinit(pq_dict *d)
 
 static void dict_reset(pq_dict *d)
 {
-    memset(d->slots, 0, (d->mask + 1) * sizeof(uint32_t));
+    memset(d->slots, 0, (d->mask + 1) * d->slot_bytes);
     d->n = 0;
     firn_buf_reset(&d->plain);
 }
@@ -64,7 +99,7 @@ void firn__pq_colw_init(pq_colw *cw, const pq_leaf *leaf, const firn_pq_options 
     cw->value_width = kind_width(leaf);
     firn_buf_init(&cw->plain, PQ_PAGE_MAX);
     firn_buf_init(&cw->pages, BUF_MAX);
-    dict_init(&cw->dict);
+    dict_init(&cw->dict, slot_bytes(leaf));
     cw->dict_on = leaf->kind != PQK_BOOL;
     firn__pq_stat_init(&cw->stat);
     firn__pq_stat_init(&cw->file_stat);
@@ -147,26 +182,15 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
     return hash64(h);
 }
 
-/* Doubles the slot table; rehash reads each entry back through key_hash. */
+/* Doubles the slot table of a bytes or FLBA dictionary (width 0: bytes, whose hashes are kept);
+ * rehash reads each entry back. */
 static void dict_grow(pq_dict *d, size_t width)
 {
     size_t cap = (d->mask + 1) * 2;
     uint32_t *slots = firn_calloc(cap, sizeof(uint32_t));
     for (uint32_t e = 0; e < d->n; e++) {
-        uint64_t h;
-        if (width == 0) {
-            h = d->hashes[e];
-        } else if (width == 4) {
-            uint32_t k;
-            memcpy(&k, d->plain.data + (size_t)e * 4, 4);
-            h = hash64(k);
-        } else if (width == 8) {
-            uint64_t k;
-            memcpy(&k, d->plain.data + (size_t)e * 8, 8);
-            h = hash64(k);
-        } else {
-            h = hash_bytes(d->plain.data + (size_t)e * width, width);
-        }
+        uint64_t h =
+            width == 0 ? d->hashes[e] : hash_bytes(d->plain.data + (size_t)e * width, width);
         size_t pos = h & (cap - 1);
         while (slots[pos])
             pos = (pos + 1) & (cap - 1);
@@ -175,6 +199,73 @@ static void dict_grow(pq_dict *d, size_t width)
     firn_free(d->slots);
     d->slots = slots;
     d->mask = cap - 1;
+}
+
+/* Home slot of a key in a keyed table of 2^(64 - shift) slots: Fibonacci hashing (the top bits
+ * of a multiply, which consecutive keys spread evenly) of the key with its high half folded into
+ * its low one, so that keys differing only in high bits (doubles of small integers) spread too. */
+static inline size_t key_slot(uint64_t k, int shift)
+{
+    return (size_t)(((k ^ (k >> 32)) * 0x9E3779B97F4A7C15ull) >> shift);
+}
+
+static int slot_shift(const pq_dict *d)
+{
+    return 64 - firn__pq_bit_width(d->mask);
+}
+
+/* Doubles a keyed slot table of SLOT, moving each slot (key and id) to its new home. */
+#define DEFINE_KEYED_GROW(NAME, SLOT)                                                              \
+    static void NAME(pq_dict *d)                                                                   \
+    {                                                                                              \
+        size_t cap = (d->mask + 1) * 2;                                                            \
+        const SLOT *old = d->slots;                                                                \
+        SLOT *slots = firn_calloc(cap, sizeof(SLOT));                                              \
+        int shift = slot_shift(d) - 1;                                                             \
+        for (size_t i = 0; i <= d->mask; i++) {                                                    \
+            if (!old[i].id1)                                                                       \
+                continue;                                                                          \
+            size_t pos = key_slot(old[i].key, shift);                                              \
+            while (slots[pos].id1)                                                                 \
+                pos = (pos + 1) & (cap - 1);                                                       \
+            slots[pos] = old[i];                                                                   \
+        }                                                                                          \
+        firn_free(d->slots);                                                                       \
+        d->slots = slots;                                                                          \
+        d->mask = cap - 1;                                                                         \
+    }
+
+DEFINE_KEYED_GROW(grow_slot4, slot4)
+DEFINE_KEYED_GROW(grow_slot8, slot8)
+
+/* An int64 dictionary starts with narrow slots (slot4, the low half of keys that fit in 32 bits:
+ * counts, cents, ids), half the memory and cache lines of slot8, until its first key that does
+ * not fit: then its slots widen to slot8 in place of them, for the rest of the writer's life. */
+static void widen_slots(pq_dict *d)
+{
+    size_t cap = d->mask + 1;
+    const slot4 *old = d->slots;
+    slot8 *slots = firn_calloc(cap, sizeof(slot8));
+    for (size_t i = 0; i < cap; i++) {
+        if (!old[i].id1)
+            continue;
+        uint64_t key = (uint64_t)(int64_t)(int32_t)old[i].key;
+        size_t pos = key_slot(key, slot_shift(d));
+        while (slots[pos].id1)
+            pos = (pos + 1) & d->mask;
+        slots[pos].key = key;
+        slots[pos].id1 = old[i].id1;
+    }
+    firn_free(d->slots);
+    d->slots = slots;
+    d->slot_bytes = sizeof(slot8);
+}
+
+/* The load past which a keyed slot table doubles: 3/4 (a found key is ~2.5 slots of linear
+ * probing away, mostly in its first slot's cache line; only new keys walk the longer runs). */
+static bool slots_full(const pq_dict *d)
+{
+    return (size_t)d->n * 4 > (d->mask + 1) * 3;
 }
 
 static bool dict_full(const pq_colw *cw)
@@ -187,9 +278,118 @@ static bool dict_full(const pq_colw *cw)
 #define NO_NAN(v) 0
 #define IS_NAN(v) ((v) != (v))
 
-/* NAME encodes n values of source type SRC (physical DST, key KEY) into the page; stats in ST
- * fields LO/HI of the chunk stat. */
-#define DEFINE_PUT_NUM(NAME, SRC, DST, KEY, ST, LO, HI, ST_MIN, ST_MAX, ISNAN)                     \
+/* One value v (type DST, key k) of a dictionary loop: its id into ids[i], through the previous
+ * value's id while values repeat, else a probe of the slots; a new entry appends v's PLAIN bytes
+ * to the dictionary and folds v into the stats. Breaks out of the loop on failure (*rc). */
+#define DICT_STEP(SLOT, GROW, ST)                                                                  \
+    if (prev_e && k == prev_k) {                                                                   \
+        ids[i] = prev_e - 1;                                                                       \
+        continue;                                                                                  \
+    }                                                                                              \
+    size_t pos = key_slot(k, shift);                                                               \
+    uint32_t e;                                                                                    \
+    for (;;) { /* an empty slot (id1 0) may hold any key */                                        \
+        e = slots[pos].id1;                                                                        \
+        if (!e || slots[pos].key == k)                                                             \
+            break;                                                                                 \
+        pos = (pos + 1) & mask;                                                                    \
+    }                                                                                              \
+    if (!e) {                                                                                      \
+        *rc = firn_buf_reserve(&d->plain, sizeof(v));                                              \
+        if (*rc)                                                                                   \
+            break;                                                                                 \
+        memcpy(d->plain.data + d->plain.len, &v, sizeof(v));                                       \
+        d->plain.len += sizeof(v);                                                                 \
+        d->plain.data[d->plain.len] = 0;                                                           \
+        e = ++d->n;                                                                                \
+        slots[pos].key = k;                                                                        \
+        slots[pos].id1 = e;                                                                        \
+        if (slots_full(d)) {                                                                       \
+            GROW(d);                                                                               \
+            slots = d->slots;                                                                      \
+            mask = d->mask;                                                                        \
+            shift = slot_shift(d);                                                                 \
+        }                                                                                          \
+        l = (ST)v < l ? (ST)v : l;                                                                 \
+        h = (ST)v > h ? (ST)v : h;                                                                 \
+    }                                                                                              \
+    prev_k = k;                                                                                    \
+    prev_e = e;                                                                                    \
+    ids[i] = e - 1
+
+/* NAME probes the dictionary for values [i, n) of src (type SRC, encoded as DST; value j at
+ * src[idx[j]], or src[base + j] without idx), keyed by KEY (the value's bits, or the low half
+ * of an int64 that FITS in 32 bits) in slots SLOT grown by GROW; ids[j] gets each value's id,
+ * new entries their PLAIN value and the stats in *lo and *hi. Returns where it stopped: n, the
+ * first value that does not FIT, or a failure (*rc). The loop is written twice so that neither
+ * tests idx per value. */
+#define DEFINE_DICT_LOOP(NAME, SRC, DST, KEY, SLOT, GROW, ST, ISNAN, FITS)                         \
+    static size_t NAME(pq_dict *d, const SRC *src, const uint32_t *idx, size_t base, size_t i,     \
+                       size_t n, uint32_t *ids, ST *lo, ST *hi, uint64_t *nans, firn_rc *rc)       \
+    {                                                                                              \
+        SLOT *slots = d->slots;                                                                    \
+        size_t mask = d->mask;                                                                     \
+        int shift = slot_shift(d);                                                                 \
+        ST l = *lo, h = *hi;                                                                       \
+        uint64_t nan_n = 0;                                                                        \
+        KEY prev_k = 0;                                                                            \
+        uint32_t prev_e = 0; /* id + 1 of prev_k: runs skip the hash probe */                      \
+        if (idx) {                                                                                 \
+            for (; i < n; i++) {                                                                   \
+                DST v = (DST)src[idx[i]];                                                          \
+                if (!FITS(v))                                                                      \
+                    break;                                                                         \
+                KEY k = key_of_##KEY(&v, sizeof(v));                                               \
+                nan_n += ISNAN(v);                                                                 \
+                DICT_STEP(SLOT, GROW, ST);                                                         \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (; i < n; i++) {                                                                   \
+                DST v = (DST)src[base + i];                                                        \
+                if (!FITS(v))                                                                      \
+                    break;                                                                         \
+                KEY k = key_of_##KEY(&v, sizeof(v));                                               \
+                nan_n += ISNAN(v);                                                                 \
+                DICT_STEP(SLOT, GROW, ST);                                                         \
+            }                                                                                      \
+        }                                                                                          \
+        *lo = l;                                                                                   \
+        *hi = h;                                                                                   \
+        *nans += nan_n;                                                                            \
+        return i;                                                                                  \
+    }
+
+/* The key of a value of 4 or 8 bytes: its bits (the low half for a narrow int64, see
+ * widen_slots); NaNs and -0.0 are keys of their own, as their PLAIN bytes differ. */
+static inline uint32_t key_of_uint32_t(const void *v, size_t size)
+{
+    uint64_t bits = 0;
+    memcpy(&bits, v, size);
+    return (uint32_t)bits;
+}
+
+static inline uint64_t key_of_uint64_t(const void *v, size_t size)
+{
+    uint64_t bits = 0;
+    memcpy(&bits, v, size);
+    return bits;
+}
+
+#define ANY(v)    1
+#define NARROW(v) ((v) == (int32_t)(v))
+
+DEFINE_DICT_LOOP(dict_i32, int32_t, int32_t, uint32_t, slot4, grow_slot4, int64_t, NO_NAN, ANY)
+DEFINE_DICT_LOOP(dict_i32_i64, int64_t, int32_t, uint32_t, slot4, grow_slot4, int64_t, NO_NAN, ANY)
+DEFINE_DICT_LOOP(
+    dict_i64_narrow, int64_t, int64_t, uint32_t, slot4, grow_slot4, int64_t, NO_NAN, NARROW)
+DEFINE_DICT_LOOP(dict_i64, int64_t, int64_t, uint64_t, slot8, grow_slot8, int64_t, NO_NAN, ANY)
+DEFINE_DICT_LOOP(dict_f32, float, float, uint32_t, slot4, grow_slot4, double, IS_NAN, ANY)
+DEFINE_DICT_LOOP(dict_f64, double, double, uint64_t, slot8, grow_slot8, double, IS_NAN, ANY)
+
+/* NAME encodes n values of source type SRC (physical DST) into the page, through the dictionary
+ * loop LOOP (after NARROW_LOOP while the slots are narrow, see widen_slots); stats in ST fields
+ * LO/HI of the chunk stat. */
+#define DEFINE_PUT_NUM(NAME, SRC, DST, ST, LO, HI, ST_MIN, ST_MAX, ISNAN, NARROW_LOOP, LOOP)       \
     static firn_rc NAME(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,     \
                         size_t n)                                                                  \
     {                                                                                              \
@@ -200,44 +400,16 @@ static bool dict_full(const pq_colw *cw)
         if (cw->dict_on) {                                                                         \
             pq_dict *d = &cw->dict;                                                                \
             uint32_t *ids = ids_reserve(cw, n);                                                    \
-            KEY prev_k = 0;                                                                        \
-            uint32_t prev_e = 0; /* id + 1 of prev_k: runs skip the hash probe */                  \
-            for (size_t i = 0; i < n; i++) {                                                       \
-                DST v = (DST)src[idx ? idx[i] : base + i];                                         \
-                KEY k;                                                                             \
-                memcpy(&k, &v, sizeof(k));                                                         \
-                nans += ISNAN(v);                                                                  \
-                if (prev_e && k == prev_k) {                                                       \
-                    ids[i] = prev_e - 1;                                                           \
-                    continue;                                                                      \
-                }                                                                                  \
-                size_t pos = hash64(k) & d->mask;                                                  \
-                uint32_t e;                                                                        \
-                for (;;) {                                                                         \
-                    e = d->slots[pos];                                                             \
-                    if (!e)                                                                        \
-                        break;                                                                     \
-                    KEY ek;                                                                        \
-                    memcpy(&ek, d->plain.data + (size_t)(e - 1) * sizeof(KEY), sizeof(KEY));       \
-                    if (ek == k)                                                                   \
-                        break;                                                                     \
-                    pos = (pos + 1) & d->mask;                                                     \
-                }                                                                                  \
-                if (!e) {                                                                          \
-                    FIRN_TRY(firn_buf_append(&d->plain, &v, sizeof(v)));                           \
-                    e = ++d->n;                                                                    \
-                    d->slots[pos] = e;                                                             \
-                    if ((size_t)d->n * 2 > d->mask)                                                \
-                        dict_grow(d, sizeof(KEY));                                                 \
-                    if ((ST)v < lo)                                                                \
-                        lo = (ST)v;                                                                \
-                    if ((ST)v > hi)                                                                \
-                        hi = (ST)v;                                                                \
-                }                                                                                  \
-                prev_k = k;                                                                        \
-                prev_e = e;                                                                        \
-                ids[i] = e - 1;                                                                    \
+            firn_rc rc = FIRN_OK;                                                                  \
+            size_t i = 0;                                                                          \
+            if (NARROW_LOOP != LOOP && d->slot_bytes == sizeof(slot4)) {                           \
+                i = NARROW_LOOP(d, src, idx, base, 0, n, ids, &lo, &hi, &nans, &rc);               \
+                if (i < n && !rc)                                                                  \
+                    widen_slots(d);                                                                \
             }                                                                                      \
+            if (i < n && !rc)                                                                      \
+                i = LOOP(d, src, idx, base, i, n, ids, &lo, &hi, &nans, &rc);                      \
+            FIRN_TRY(rc);                                                                          \
             cw->n_ids += n;                                                                        \
         } else {                                                                                   \
             FIRN_TRY(firn_buf_reserve(&cw->plain, n * sizeof(DST)));                               \
@@ -261,14 +433,43 @@ static bool dict_full(const pq_colw *cw)
         return FIRN_OK;                                                                            \
     }
 
+DEFINE_PUT_NUM(put_i32,
+               int32_t,
+               int32_t,
+               int64_t,
+               imin,
+               imax,
+               INT64_MIN,
+               INT64_MAX,
+               NO_NAN,
+               dict_i32,
+               dict_i32)
+DEFINE_PUT_NUM(put_i32_i64,
+               int64_t,
+               int32_t,
+               int64_t,
+               imin,
+               imax,
+               INT64_MIN,
+               INT64_MAX,
+               NO_NAN,
+               dict_i32_i64,
+               dict_i32_i64)
+DEFINE_PUT_NUM(put_i64,
+               int64_t,
+               int64_t,
+               int64_t,
+               imin,
+               imax,
+               INT64_MIN,
+               INT64_MAX,
+               NO_NAN,
+               dict_i64_narrow,
+               dict_i64)
 DEFINE_PUT_NUM(
-    put_i32, int32_t, int32_t, uint32_t, int64_t, imin, imax, INT64_MIN, INT64_MAX, NO_NAN)
+    put_f32, float, float, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN, dict_f32, dict_f32)
 DEFINE_PUT_NUM(
-    put_i32_i64, int64_t, int32_t, uint32_t, int64_t, imin, imax, INT64_MIN, INT64_MAX, NO_NAN)
-DEFINE_PUT_NUM(
-    put_i64, int64_t, int64_t, uint64_t, int64_t, imin, imax, INT64_MIN, INT64_MAX, NO_NAN)
-DEFINE_PUT_NUM(put_f32, float, float, uint32_t, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN)
-DEFINE_PUT_NUM(put_f64, double, double, uint64_t, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN)
+    put_f64, double, double, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN, dict_f64, dict_f64)
 
 static firn_rc
 put_bool(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
@@ -349,14 +550,15 @@ put_flba(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, 
             FIRN_TRY(stat_flba(cw, raw, v, w));
             continue;
         }
+        uint32_t *slots = d->slots;
         size_t pos = hash_bytes(v, w) & d->mask;
         uint32_t e;
-        while ((e = d->slots[pos]) != 0 && memcmp(d->plain.data + (size_t)(e - 1) * w, v, w))
+        while ((e = slots[pos]) != 0 && memcmp(d->plain.data + (size_t)(e - 1) * w, v, w))
             pos = (pos + 1) & d->mask;
         if (!e) {
             FIRN_TRY(firn_buf_append(&d->plain, v, w));
             e = ++d->n;
-            d->slots[pos] = e;
+            slots[pos] = e;
             if ((size_t)d->n * 2 > d->mask)
                 dict_grow(d, w);
             FIRN_TRY(stat_flba(cw, raw, v, w));
@@ -389,7 +591,7 @@ static firn_rc dict_add_bytes(pq_dict *d, const uint8_t *p, uint32_t len, uint64
     d->lens[d->n] = len;
     d->hashes[d->n] = h;
     d->plain.len += 4 + (size_t)len;
-    d->slots[pos] = ++d->n;
+    ((uint32_t *)d->slots)[pos] = ++d->n;
     if ((size_t)d->n * 2 > d->mask)
         dict_grow(d, 0);
     return FIRN_OK;
@@ -423,10 +625,11 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
             continue;
         }
         uint64_t h = hash_bytes(p, len);
+        const uint32_t *slots = d->slots;
         size_t pos = h & d->mask;
         uint32_t e;
         for (;;) {
-            e = d->slots[pos];
+            e = slots[pos];
             if (!e || (d->hashes[e - 1] == h && d->lens[e - 1] == len &&
                        (len == 0 || !memcmp(d->plain.data + d->offs[e - 1], p, len))))
                 break;
@@ -604,8 +807,7 @@ static void fall_back_to_plain(pq_colw *cw)
     pq_dict *d = &cw->dict;
     cw->dict_on = false;
     firn_free(d->slots);
-    d->mask = DICT_INIT_SLOT - 1;
-    d->slots = firn_calloc(DICT_INIT_SLOT, sizeof(uint32_t));
+    dict_alloc_slots(d);
     firn_free(d->offs);
     firn_free(d->lens);
     firn_free(d->hashes);

@@ -189,8 +189,9 @@ int firn__pq_cmp_signed_be(const uint8_t *a, const uint8_t *b, size_t len);
 
 /* ---- Column chunk writer ----------------------------------------------------------------- */
 typedef struct pq_dict {
-    uint32_t *slots; /* entry index + 1, 0 = empty */
-    size_t mask;
+    void *slots; /* open addressing: entry index + 1 (0 = empty), with the key for fixed kinds */
+    size_t slot_bytes; /* 4 (index only), 8 or 16 (4- or 8-byte key next to the index) */
+    size_t mask;       /* slots - 1, a power of two less one */
     uint32_t n;
     firn_buf plain;   /* PLAIN encoding of the entries (the dictionary page body) */
     uint32_t *offs;   /* bytes: offset of each entry's bytes in plain */

@@ -432,9 +432,274 @@ T_TEST(long_string_stats_are_left_out)
     }
 }
 
+/* ---- the column writer's dictionary, driven directly --------------------------------------- */
+
+/* One optional column of type t, its batch, and a column writer over it whose current page
+ * holds every value written (pages of 2^24 rows; dict_bytes as given). */
+typedef struct colw_fx {
+    firn_field *s;
+    firn_batch *b;
+    pq_leaf *leaves;
+    size_t n_leaves;
+    firn_pq_options o;
+    pq_colw cw;
+    pq_codec *codec;
+    firn_buf scratch, comp;
+    size_t written; /* rows handed to the writer */
+} colw_fx;
+
+static void fx_init(colw_fx *f, firn_type t, size_t dict_bytes)
+{
+    firn_err err = {0};
+    memset(f, 0, sizeof(*f));
+    f->s = firn_field_new(0, "table", FIRN_TYPE_STRUCT, true);
+    firn_field_add(f->s, firn_field_new(1, "v", t, false));
+    f->b = firn_batch_new(f->s);
+    T_OK_ERR(firn__pq_leaves(f->s, &f->leaves, &f->n_leaves, &err), &err);
+    firn_pq_options_init(&f->o);
+    f->o.page_rows = (size_t)1 << 24;
+    f->o.page_bytes = (size_t)1 << 30;
+    f->o.dict_bytes = dict_bytes;
+    firn__pq_colw_init(&f->cw, &f->leaves[0], &f->o);
+    T_OK_ERR(firn__pq_codec_new(FIRN_PQ_UNCOMPRESSED, 0, &f->codec, &err), &err);
+    firn_buf_init(&f->scratch, 1u << 30);
+    firn_buf_init(&f->comp, 1u << 30);
+}
+
+static void fx_end_row(colw_fx *f)
+{
+    firn_err err = {0};
+    T_OK_ERR(firn_batch_end_row(f->b, FIRN_OP_INSERT, 0, &err), &err);
+}
+
+/* Hands the rows appended since the last call to the column writer. */
+static void fx_write(colw_fx *f)
+{
+    firn_err err = {0};
+    firn_column *cols[1] = {firn_batch_column(f->b, 0)};
+    size_t rows = firn_batch_rows(f->b);
+    T_OK_ERR(
+        firn__pq_colw_write(&f->cw, f->codec, cols, f->written, rows, &f->scratch, &f->comp, &err),
+        &err);
+    f->written = rows;
+}
+
+static void fx_deinit(colw_fx *f)
+{
+    firn__pq_colw_deinit(&f->cw);
+    firn__pq_codec_free(f->codec);
+    firn_buf_deinit(&f->scratch);
+    firn_buf_deinit(&f->comp);
+    firn_free(f->leaves);
+    firn_batch_free(f->b);
+    firn_field_free(f->s);
+}
+
+/* The ids of the current page match a dictionary built by first appearance (a linear search),
+ * and the dictionary's PLAIN bytes are the distinct values in that order. */
+static void check_dict(const colw_fx *f, const void *values, size_t n, size_t width)
+{
+    const uint8_t *v = values;
+    uint8_t *dict = firn_calloc(n ? n : 1, width);
+    size_t n_dict = 0;
+    T_EQ_UINT(f->cw.n_ids, n);
+    for (size_t i = 0; i < n; i++) {
+        size_t id = 0;
+        while (id < n_dict && memcmp(dict + id * width, v + i * width, width) != 0)
+            id++;
+        if (id == n_dict)
+            memcpy(dict + n_dict++ * width, v + i * width, width);
+        if (f->cw.ids[i] != id) {
+            T_EQ_UINT(f->cw.ids[i], id);
+            break;
+        }
+    }
+    T_EQ_UINT(f->cw.dict.n, n_dict);
+    T_EQ_UINT(f->cw.dict.plain.len, n_dict * width);
+    T_EQ_MEM(f->cw.dict.plain.data, dict, n_dict * width);
+    firn_free(dict);
+}
+
+static uint64_t fx_rng = 0x9E3779B97F4A7C15ull;
+static uint64_t fx_rnd(void)
+{
+    fx_rng ^= fx_rng << 13;
+    fx_rng ^= fx_rng >> 7;
+    fx_rng ^= fx_rng << 17;
+    return fx_rng;
+}
+
+/* Thousands of int32 and int64 keys, repeated in random order, written in several calls: the
+ * slot table doubles many times (rehash moves keys with their ids) under linear probing at a
+ * high load, and keys equal in their low bits (k and k + 2^32, k and -k) stay distinct. */
+T_TEST(dict_keys_grow_and_collide)
+{
+    enum { N = 60000, KEYS = 7000 };
+    int64_t *v64 = firn_calloc(N, sizeof(int64_t));
+    int32_t *v32 = firn_calloc(N, sizeof(int32_t));
+    colw_fx f64, f32;
+    fx_init(&f64, FIRN_TYPE_LONG, (size_t)2 << 20);
+    fx_init(&f32, FIRN_TYPE_INT, (size_t)2 << 20);
+    for (size_t i = 0; i < N; i++) {
+        uint64_t r = fx_rnd();
+        int64_t k = (int64_t)(r % KEYS);
+        v64[i] = r >> 62 == 0 ? k : r >> 62 == 1 ? -k : k + ((int64_t)(r >> 62) << 32);
+        v32[i] = (int32_t)(k * 2654435761u) ^ (int32_t)(r >> 63 << 31);
+        firn_column_append_i64(firn_batch_column(f64.b, 0), v64[i]);
+        fx_end_row(&f64);
+        firn_column_append_i32(firn_batch_column(f32.b, 0), v32[i]);
+        fx_end_row(&f32);
+        if (i % 9999 == 0) {
+            fx_write(&f64);
+            fx_write(&f32);
+        }
+    }
+    fx_write(&f64);
+    fx_write(&f32);
+    check_dict(&f64, v64, N, 8);
+    check_dict(&f32, v32, N, 4);
+    T_TRUE(f64.cw.dict.mask + 1 >= 4096); /* grew from its first 4 KiB */
+    fx_deinit(&f64);
+    fx_deinit(&f32);
+    firn_free(v64);
+    firn_free(v32);
+}
+
+/* An int64 dictionary keyed by the low half of narrow values widens at its first value beyond
+ * int32 (here mid-call, after a negative key whose low half is 0xFFFFFFFF): the entries keep
+ * their ids, -1 and 2^32 - 1 stay two keys, and runs keep working across the change. */
+T_TEST(dict_int64_widens_with_its_ids)
+{
+    static const int64_t seq[] = {7,
+                                  -1,
+                                  7,
+                                  7,
+                                  INT32_MIN,
+                                  INT32_MAX,
+                                  -1,
+                                  0,
+                                  4294967295ll,
+                                  -1,
+                                  7,
+                                  (int64_t)1 << 40,
+                                  0,
+                                  4294967295ll,
+                                  INT32_MIN,
+                                  INT64_MIN,
+                                  INT64_MAX,
+                                  7,
+                                  7,
+                                  -((int64_t)1 << 40)};
+    enum { N = sizeof(seq) / sizeof(seq[0]) };
+    int64_t v[N * 3];
+    colw_fx f;
+    fx_init(&f, FIRN_TYPE_LONG, (size_t)2 << 20);
+    for (size_t i = 0; i < N * 3; i++) {
+        v[i] = seq[i % N];
+        firn_column_append_i64(firn_batch_column(f.b, 0), v[i]);
+        fx_end_row(&f);
+        if (i == 3 || i == N + 1)
+            fx_write(&f);
+    }
+    fx_write(&f);
+    check_dict(&f, v, N * 3, 8);
+    fx_deinit(&f);
+}
+
+/* Doubles and floats are keyed by their bits: 0.0 and -0.0, and NaNs of different bit patterns,
+ * are distinct dictionary entries (as their PLAIN bytes differ), and NaNs are counted. */
+T_TEST(dict_nan_and_signed_zero_are_distinct_keys)
+{
+    static const uint64_t dbits[] = {0x0000000000000000ull, 0x8000000000000000ull,
+                                     0x7FF8000000000000ull, 0x7FF8000000000001ull,
+                                     0xFFF8000000000000ull, 0x3FF0000000000000ull};
+    static const uint32_t fbits[] = {0x00000000u, 0x80000000u, 0x7FC00000u,
+                                     0x7FC00001u, 0xFFC00000u, 0x3F800000u};
+    enum { N = 600 };
+    double d[N];
+    float fl[N];
+    colw_fx fd, ff;
+    fx_init(&fd, FIRN_TYPE_DOUBLE, (size_t)2 << 20);
+    fx_init(&ff, FIRN_TYPE_FLOAT, (size_t)2 << 20);
+    int64_t nans = 0;
+    for (size_t i = 0; i < N; i++) {
+        size_t k = (size_t)(fx_rnd() % 6);
+        nans += k >= 2 && k <= 4;
+        memcpy(&d[i], &dbits[k], 8);
+        memcpy(&fl[i], &fbits[k], 4);
+        firn_column_append_double(firn_batch_column(fd.b, 0), d[i]);
+        fx_end_row(&fd);
+        firn_column_append_float(firn_batch_column(ff.b, 0), fl[i]);
+        fx_end_row(&ff);
+    }
+    fx_write(&fd);
+    fx_write(&ff);
+    check_dict(&fd, d, N, 8);
+    check_dict(&ff, fl, N, 4);
+    T_EQ_UINT(fd.cw.dict.n, 6);
+    T_EQ_UINT(ff.cw.dict.n, 6);
+    T_EQ_INT(fd.cw.nan_count, nans);
+    T_EQ_INT(ff.cw.nan_count, nans);
+    fx_deinit(&fd);
+    fx_deinit(&ff);
+}
+
+/* A dictionary past dict_bytes falls back to PLAIN: its grown slot table is freed for a 4 KiB
+ * one, the id buffer too, and the values that follow go to the PLAIN page; the next chunk has
+ * a dictionary again, keyed as before (an int64 dictionary stays wide once widened). */
+T_TEST(dict_fallback_frees_slots)
+{
+    colw_fx f;
+    fx_init(&f, FIRN_TYPE_LONG, 64 << 10);
+    size_t rows = 0;
+    while (f.cw.dict_on) {
+        for (size_t i = 0; i < 5000; i++, rows++) {
+            firn_column_append_i64(firn_batch_column(f.b, 0), (int64_t)(rows * 3) << 33);
+            fx_end_row(&f);
+        }
+        fx_write(&f);
+        T_TRUE(rows < 100000);
+    }
+    T_TRUE(f.cw.dict.n > 8000); /* 64 KiB of 8-byte entries */
+    T_EQ_UINT(f.cw.dict.slot_bytes, 16);
+    T_EQ_UINT((f.cw.dict.mask + 1) * f.cw.dict.slot_bytes, 4096);
+    T_TRUE(f.cw.ids == NULL);
+    T_EQ_UINT(f.cw.n_ids, 0);
+    size_t plain_before = f.cw.plain.len;
+    firn_column_append_i64(firn_batch_column(f.b, 0), 5);
+    fx_end_row(&f);
+    fx_write(&f);
+    T_EQ_UINT(f.cw.plain.len, plain_before + 8);
+
+    firn_buf out;
+    firn_buf_init(&out, 1u << 30);
+    membuf m = {.b = out};
+    pq_sink sink = {mem_write, &m, 0};
+    pq_chunk_meta meta;
+    firn_err err = {0};
+    T_OK_ERR(firn__pq_colw_flush_chunk(&f.cw, f.codec, &sink, &f.scratch, &f.comp, &meta, &err),
+             &err);
+    T_TRUE(meta.dict_data_pages > 0 && meta.plain_data_pages > 0);
+    firn__pq_chunk_meta_deinit(&meta);
+    firn_buf_deinit(&m.b);
+    T_TRUE(f.cw.dict_on);
+    int64_t again[4] = {5, (int64_t)1 << 40, 5, -3};
+    for (size_t i = 0; i < 4; i++) {
+        firn_column_append_i64(firn_batch_column(f.b, 0), again[i]);
+        fx_end_row(&f);
+    }
+    fx_write(&f);
+    check_dict(&f, again, 4, 8);
+    fx_deinit(&f);
+}
+
 T_MAIN(T_CASE(thrift_roundtrip),
        T_CASE(rle_roundtrip),
        T_CASE(rle_matches_reference_bytes),
+       T_CASE(dict_keys_grow_and_collide),
+       T_CASE(dict_int64_widens_with_its_ids),
+       T_CASE(dict_nan_and_signed_zero_are_distinct_keys),
+       T_CASE(dict_fallback_frees_slots),
        T_CASE(footer_reads_back),
        T_CASE(long_string_stats_are_left_out),
        T_CASE(null_in_required_is_an_error),
