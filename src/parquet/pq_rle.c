@@ -33,41 +33,124 @@ static size_t rle_u32_run(const uint32_t *v, size_t i, size_t n, size_t limit)
     return j - i;
 }
 
-/* Bit-packs 8 values of at most 16 bits (bw bytes out): two 64-bit words of 4 values each, one
- * shift-or per value; false for wider values or a group past n (packed one at a time). */
-#define DEFINE_PACK8(NAME, T)                                                                      \
-    static bool NAME##_pack8(uint8_t *dst, const T *v, size_t i, size_t n, int bw)                 \
+/* Bit-packs groups of 8 values of BW bits (a constant: the shifts compile to immediates) from
+ * v, BW bytes each, into dst with one 8-byte store per group (BW <= 8) or two, of 4 values each
+ * (zeros past a group's BW bytes are overwritten by the next group); returns the groups written:
+ * those whose stores stay inside dst's room. */
+#define DEFINE_PACK_BW(T, BW)                                                                      \
+    static size_t pack_##T##_##BW(uint8_t *dst, size_t room, const T *v, size_t groups)            \
     {                                                                                              \
-        if (bw > 16 || n - i < 8)                                                                  \
+        size_t k = 0;                                                                              \
+        for (; k < groups && k * (BW) + 16 <= room; k++, v += 8) {                                 \
+            uint64_t a = 0, b = 0;                                                                 \
+            if ((BW) <= 8) {                                                                       \
+                for (int j = 0; j < 8; j++)                                                        \
+                    a |= (uint64_t)v[j] << ((j * (BW)) & 63);                                      \
+                memcpy(dst + k * (BW), &a, 8);                                                     \
+                continue;                                                                          \
+            }                                                                                      \
+            for (int j = 0; j < 4; j++) {                                                          \
+                a |= (uint64_t)v[j] << (j * (BW));                                                 \
+                b |= (uint64_t)v[4 + j] << (j * (BW));                                             \
+            }                                                                                      \
+            /* 4 * BW bits in a and in b */                                                        \
+            uint64_t lo = 4 * (BW) == 64 ? a : a | b << ((4 * (BW)) & 63);                         \
+            uint64_t hi = 4 * (BW) == 64 ? b : b >> ((64 - 4 * (BW)) & 63);                        \
+            memcpy(dst + k * (BW), &lo, 8);                                                        \
+            memcpy(dst + k * (BW) + 8, &hi, 8);                                                    \
+        }                                                                                          \
+        return k;                                                                                  \
+    }
+
+#define DEFINE_PACKS(T)                                                                            \
+    DEFINE_PACK_BW(T, 1)                                                                           \
+    DEFINE_PACK_BW(T, 2)                                                                           \
+    DEFINE_PACK_BW(T, 3)                                                                           \
+    DEFINE_PACK_BW(T, 4)                                                                           \
+    DEFINE_PACK_BW(T, 5)                                                                           \
+    DEFINE_PACK_BW(T, 6)                                                                           \
+    DEFINE_PACK_BW(T, 7)                                                                           \
+    DEFINE_PACK_BW(T, 8)                                                                           \
+    DEFINE_PACK_BW(T, 9)                                                                           \
+    DEFINE_PACK_BW(T, 10)                                                                          \
+    DEFINE_PACK_BW(T, 11)                                                                          \
+    DEFINE_PACK_BW(T, 12)                                                                          \
+    DEFINE_PACK_BW(T, 13)                                                                          \
+    DEFINE_PACK_BW(T, 14)                                                                          \
+    DEFINE_PACK_BW(T, 15)                                                                          \
+    DEFINE_PACK_BW(T, 16)                                                                          \
+    /* Full groups of values of at most 16 bits, packed by the function of their width. */         \
+    static size_t pack_groups_##T(uint8_t *dst, size_t room, const T *v, size_t groups, int bw)    \
+    {                                                                                              \
+        switch (bw) {                                                                              \
+        case 1:                                                                                    \
+            return pack_##T##_1(dst, room, v, groups);                                             \
+        case 2:                                                                                    \
+            return pack_##T##_2(dst, room, v, groups);                                             \
+        case 3:                                                                                    \
+            return pack_##T##_3(dst, room, v, groups);                                             \
+        case 4:                                                                                    \
+            return pack_##T##_4(dst, room, v, groups);                                             \
+        case 5:                                                                                    \
+            return pack_##T##_5(dst, room, v, groups);                                             \
+        case 6:                                                                                    \
+            return pack_##T##_6(dst, room, v, groups);                                             \
+        case 7:                                                                                    \
+            return pack_##T##_7(dst, room, v, groups);                                             \
+        case 8:                                                                                    \
+            return pack_##T##_8(dst, room, v, groups);                                             \
+        case 9:                                                                                    \
+            return pack_##T##_9(dst, room, v, groups);                                             \
+        case 10:                                                                                   \
+            return pack_##T##_10(dst, room, v, groups);                                            \
+        case 11:                                                                                   \
+            return pack_##T##_11(dst, room, v, groups);                                            \
+        case 12:                                                                                   \
+            return pack_##T##_12(dst, room, v, groups);                                            \
+        case 13:                                                                                   \
+            return pack_##T##_13(dst, room, v, groups);                                            \
+        case 14:                                                                                   \
+            return pack_##T##_14(dst, room, v, groups);                                            \
+        case 15:                                                                                   \
+            return pack_##T##_15(dst, room, v, groups);                                            \
+        case 16:                                                                                   \
+            return pack_##T##_16(dst, room, v, groups);                                            \
+        default:                                                                                   \
+            return 0;                                                                              \
+        }                                                                                          \
+    }
+
+DEFINE_PACKS(uint8_t)
+DEFINE_PACKS(uint32_t)
+
+/* Whether v[i..i+8) are 8 equal values (a literal run ends before them); among literal values
+ * the first compare fails. */
+#define DEFINE_RUN8(NAME, T)                                                                       \
+    static inline bool NAME##_run8(const T *v, size_t i, size_t n)                                 \
+    {                                                                                              \
+        if (n - i < 8)                                                                             \
             return false;                                                                          \
-        const T *g = v + i;                                                                        \
-        uint64_t a = (uint64_t)g[0] | (uint64_t)g[1] << bw | (uint64_t)g[2] << 2 * bw |            \
-                     (uint64_t)g[3] << 3 * bw;                                                     \
-        uint64_t b = (uint64_t)g[4] | (uint64_t)g[5] << bw | (uint64_t)g[6] << 2 * bw |            \
-                     (uint64_t)g[7] << 3 * bw;                                                     \
-        int half = 4 * bw; /* bits of a and of b */                                                \
-        uint64_t lo = half == 64 ? a : a | b << half;                                              \
-        uint64_t hi = half == 64 ? b : b >> (64 - half);                                           \
-        if (bw <= 8) {                                                                             \
-            memcpy(dst, &lo, (size_t)bw);                                                          \
-        } else {                                                                                   \
-            memcpy(dst, &lo, 8);                                                                   \
-            memcpy(dst + 8, &hi, (size_t)bw - 8);                                                  \
+        for (int j = 1; j < 8; j++) {                                                              \
+            if (v[i + j] != v[i])                                                                  \
+                return false;                                                                      \
         }                                                                                          \
         return true;                                                                               \
     }
 
-DEFINE_PACK8(rle_u8, uint8_t)
-DEFINE_PACK8(rle_u32, uint32_t)
+DEFINE_RUN8(rle_u8, uint8_t)
+DEFINE_RUN8(rle_u32, uint32_t)
 
 #define DEFINE_RLE(NAME, T)                                                                        \
-    static void NAME##_pack(uint8_t *dst, const T *v, size_t i, size_t n, size_t count, int bw)    \
+    /* Bit-packs count values from v[i] (values past n are 0) into dst (room bytes to its          \
+     * buffer's end): full groups by their width's function, the rest one value at a time. */      \
+    static void NAME##_pack(uint8_t *dst, size_t room, const T *v, size_t i, size_t n,             \
+                            size_t count, int bw)                                                  \
     {                                                                                              \
-        while (count >= 8 && NAME##_pack8(dst, v, i, n, bw)) {                                     \
-            dst += bw;                                                                             \
-            i += 8;                                                                                \
-            count -= 8;                                                                            \
-        }                                                                                          \
+        size_t full = n - i < count ? (n - i) / 8 : count / 8;                                     \
+        size_t done = pack_groups_##T(dst, room, v + i, full, bw);                                 \
+        dst += done * (size_t)bw;                                                                  \
+        i += done * 8;                                                                             \
+        count -= done * 8;                                                                         \
         uint64_t acc = 0;                                                                          \
         int bits = 0;                                                                              \
         for (size_t k = 0; k < count; k++) {                                                       \
@@ -96,7 +179,7 @@ DEFINE_PACK8(rle_u32, uint32_t)
             }                                                                                      \
             size_t start = i, groups = 0;                                                          \
             while (i < n && groups < MAX_LITERAL_GROUPS) {                                         \
-                if (i != start && NAME##_run(v, i, n, 8) >= 8)                                     \
+                if (i != start && NAME##_run8(v, i, n))                                            \
                     break;                                                                         \
                 i += 8;                                                                            \
                 groups++;                                                                          \
@@ -105,7 +188,7 @@ DEFINE_PACK8(rle_u32, uint32_t)
                 i = n;                                                                             \
             FIRN_TRY(firn_wr_uvarint(out, ((uint64_t)groups << 1) | 1));                           \
             FIRN_TRY(firn_buf_reserve(out, groups *(size_t)bw));                                   \
-            NAME##_pack(out->data + out->len, v, start, n, groups * 8, bw);                        \
+            NAME##_pack(out->data + out->len, out->cap - out->len, v, start, n, groups * 8, bw);   \
             out->len += groups * (size_t)bw;                                                       \
             out->data[out->len] = 0;                                                               \
         }                                                                                          \
