@@ -162,23 +162,55 @@ static inline uint64_t hash64(uint64_t x)
     return x ^ (x >> 29);
 }
 
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static inline uint64_t load32(const uint8_t *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* The n <= 8 bytes at p as one word, reading only inside them: two overlapping 4-byte loads,
+ * or bytes 0, n/2 and n-1 below 4. Words of strings of the same length are equal exactly when
+ * the strings are (the loads cover every byte). */
+static inline uint64_t load_short(const uint8_t *p, size_t n)
+{
+    if (n >= 4)
+        return load32(p) | load32(p + n - 4) << 32;
+    if (n > 0)
+        return (uint64_t)p[0] | (uint64_t)p[n >> 1] << 8 | (uint64_t)p[n - 1] << 16;
+    return 0;
+}
+
+/* a and b, n bytes each, are equal; no library call below 17 bytes (short strings: codes,
+ * flags, zone names). */
+static inline bool bytes_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    if (n <= 8)
+        return load_short(a, n) == load_short(b, n);
+    if (n <= 16)
+        return load64(a) == load64(b) && load64(a + n - 8) == load64(b + n - 8);
+    return memcmp(a, b, n) == 0;
+}
+
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
     uint64_t h = 0x243F6A8885A308D3ull ^ (n * 0x9E3779B97F4A7C15ull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+    if (n <= 8)
+        return hash64((h ^ load_short(p, n)) * 0xC4CEB9FE1A85EC53ull);
+    const uint8_t *end = p + n;
+    while (end - p > 8) {
+        h = (h ^ load64(p)) * 0xFF51AFD7ED558CCDull;
         h ^= h >> 32;
         p += 8;
-        n -= 8;
     }
-    if (n) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-        h ^= h >> 29;
-    }
+    h = (h ^ load64(end - 8)) * 0xC4CEB9FE1A85EC53ull; /* the last 8, overlapping */
     return hash64(h);
 }
 
@@ -611,7 +643,7 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
         size_t s = idx ? idx[i] : base + i;
         const uint8_t *p = data + off[s];
         uint32_t len = off[s + 1] - off[s];
-        if (prev_e && len == prev_len && (len == 0 || !memcmp(p, prev_p, len))) {
+        if (prev_e && len == prev_len && bytes_equal(p, prev_p, len)) {
             ids[i] = prev_e - 1;
             continue;
         }
@@ -631,7 +663,7 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
         for (;;) {
             e = slots[pos];
             if (!e || (d->hashes[e - 1] == h && d->lens[e - 1] == len &&
-                       (len == 0 || !memcmp(d->plain.data + d->offs[e - 1], p, len))))
+                       bytes_equal(d->plain.data + d->offs[e - 1], p, len)))
                 break;
             pos = (pos + 1) & d->mask;
         }

@@ -644,6 +644,48 @@ T_TEST(dict_nan_and_signed_zero_are_distinct_keys)
     fx_deinit(&ff);
 }
 
+/* Byte-array keys are compared and hashed a word at a time below 17 bytes: strings of each
+ * length 0..24 that differ in one byte only (at each position), written twice in shuffled
+ * order, are distinct entries with stable ids, in order of first appearance. */
+T_TEST(dict_short_strings_differ_in_every_byte)
+{
+    enum { MAXLEN = 24, MAXN = 2 * (1 + (MAXLEN + 1) * (MAXLEN + 1)) };
+    static char vals[MAXN][MAXLEN];
+    size_t lens[MAXN], n = 0;
+    for (size_t len = 0; len <= MAXLEN; len++) {
+        for (size_t at = 0; at <= len; at++) { /* at == len: the unchanged string */
+            memset(vals[n], 'a', len);
+            if (at < len)
+                vals[n][at] = 'b';
+            lens[n++] = len;
+        }
+    }
+    size_t distinct = n;
+    for (size_t i = 0; i < distinct; i++, n++) { /* each again, in another order */
+        size_t j = (i * 7919) % distinct;
+        memcpy(vals[n], vals[j], lens[j]);
+        lens[n] = lens[j];
+    }
+    colw_fx f;
+    fx_init(&f, FIRN_TYPE_STRING, (size_t)2 << 20);
+    for (size_t i = 0; i < n; i++) {
+        firn_column_append_bytes(firn_batch_column(f.b, 0), vals[i], lens[i]);
+        fx_end_row(&f);
+    }
+    fx_write(&f);
+    T_EQ_UINT(f.cw.dict.n, distinct);
+    for (size_t i = 0; i < n; i++) {
+        size_t id = 0;
+        while (lens[id] != lens[i] || memcmp(vals[id], vals[i], lens[i]) != 0)
+            id++;
+        if (f.cw.ids[i] != id) {
+            T_EQ_UINT(f.cw.ids[i], id);
+            break;
+        }
+    }
+    fx_deinit(&f);
+}
+
 /* A dictionary past dict_bytes falls back to PLAIN: its grown slot table is freed for a 4 KiB
  * one, the id buffer too, and the values that follow go to the PLAIN page; the next chunk has
  * a dictionary again, keyed as before (an int64 dictionary stays wide once widened). */
@@ -700,6 +742,7 @@ T_MAIN(T_CASE(thrift_roundtrip),
        T_CASE(dict_int64_widens_with_its_ids),
        T_CASE(dict_nan_and_signed_zero_are_distinct_keys),
        T_CASE(dict_fallback_frees_slots),
+       T_CASE(dict_short_strings_differ_in_every_byte),
        T_CASE(footer_reads_back),
        T_CASE(long_string_stats_are_left_out),
        T_CASE(null_in_required_is_an_error),
