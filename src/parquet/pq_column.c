@@ -877,6 +877,40 @@ static firn_rc null_in_required(const pq_colw *cw, size_t k, firn_err *err)
                         cw->leaf->path[k]->name);
 }
 
+/* Definition levels (0 or 1) of rows [r, r + n) from a validity bitmap into d, and the row of
+ * each present value into vidx; returns the present values. Whole bytes of the bitmap with no
+ * null (the rule in most columns) take a short path. */
+static size_t
+levels_from_validity(const uint8_t *valid, size_t r, size_t n, uint8_t *d, uint32_t *vidx)
+{
+    size_t nv = 0, i = 0;
+    for (;;) {
+        for (; i < n && ((r + i) & 7) != 0; i++) { /* to a byte boundary, or the rest */
+            size_t s = r + i;
+            uint8_t bit = (valid[s >> 3] >> (s & 7)) & 1;
+            d[i] = bit;
+            vidx[nv] = (uint32_t)s;
+            nv += bit;
+        }
+        if (i == n)
+            return nv;
+        for (; n - i >= 8 && valid[(r + i) >> 3] == 0xFF; i += 8) {
+            memset(d + i, 1, 8);
+            for (uint32_t j = 0; j < 8; j++)
+                vidx[nv + j] = (uint32_t)(r + i) + j;
+            nv += 8;
+        }
+        if (i == n)
+            return nv;
+        size_t s = r + i; /* a byte with a null, or the tail */
+        uint8_t bit = (valid[s >> 3] >> (s & 7)) & 1;
+        d[i] = bit;
+        vidx[nv] = (uint32_t)s;
+        nv += bit;
+        i++;
+    }
+}
+
 static firn_rc write_flat(pq_colw *cw,
                           pq_codec *codec,
                           firn_column *col,
@@ -901,14 +935,7 @@ static firn_rc write_flat(pq_colw *cw,
                 memset(d, 1, n);
             } else {
                 vidx_reserve(cw, n);
-                nv = 0;
-                for (size_t i = 0; i < n; i++) {
-                    size_t s = r + i;
-                    uint8_t bit = (valid[s >> 3] >> (s & 7)) & 1;
-                    d[i] = bit;
-                    cw->vidx[nv] = (uint32_t)s;
-                    nv += bit;
-                }
+                nv = levels_from_validity(valid, r, n, d, cw->vidx);
                 idx = cw->vidx;
             }
         } else if (valid) {

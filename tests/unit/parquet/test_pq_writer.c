@@ -686,6 +686,49 @@ T_TEST(dict_short_strings_differ_in_every_byte)
     fx_deinit(&f);
 }
 
+/* Definition levels and the present values of an optional column, with nulls in some bytes of
+ * the validity bitmap and none in others (the whole-byte path), handed over in pieces that
+ * start and end off byte boundaries. */
+T_TEST(levels_from_validity_at_any_alignment)
+{
+    enum { N = 3000 };
+    static const size_t pieces[] = {1, 3, 8, 13, 64, 5, 100, 7, 999, 16};
+    int64_t present[N];
+    uint8_t def[N];
+    size_t n_present = 0;
+    colw_fx f;
+    fx_init(&f, FIRN_TYPE_LONG, (size_t)2 << 20);
+    for (size_t i = 0; i < N; i++) {
+        bool null = (i / 200) % 2 == 1 && (i * 7) % 13 == 0;
+        if (i == 5 || i == 2999)
+            null = true;
+        def[i] = null ? 0 : 1;
+        if (null) {
+            firn_column_append_null(firn_batch_column(f.b, 0));
+        } else {
+            present[n_present++] = (int64_t)(i % 37);
+            firn_column_append_i64(firn_batch_column(f.b, 0), (int64_t)(i % 37));
+        }
+        fx_end_row(&f);
+    }
+    size_t at = 0;
+    for (size_t k = 0; at < N; k++) {
+        size_t step = pieces[k % (sizeof(pieces) / sizeof(pieces[0]))];
+        at = at + step < N ? at + step : N;
+        firn_column *cols[1] = {firn_batch_column(f.b, 0)};
+        firn_err err = {0};
+        T_OK_ERR(
+            firn__pq_colw_write(&f.cw, f.codec, cols, f.written, at, &f.scratch, &f.comp, &err),
+            &err);
+        f.written = at;
+    }
+    T_EQ_UINT(f.cw.n_levels, N);
+    T_EQ_MEM(f.cw.def, def, N);
+    T_EQ_INT(f.cw.null_count, (int64_t)(N - n_present));
+    check_dict(&f, present, n_present, 8);
+    fx_deinit(&f);
+}
+
 /* A dictionary past dict_bytes falls back to PLAIN: its grown slot table is freed for a 4 KiB
  * one, the id buffer too, and the values that follow go to the PLAIN page; the next chunk has
  * a dictionary again, keyed as before (an int64 dictionary stays wide once widened). */
@@ -743,6 +786,7 @@ T_MAIN(T_CASE(thrift_roundtrip),
        T_CASE(dict_nan_and_signed_zero_are_distinct_keys),
        T_CASE(dict_fallback_frees_slots),
        T_CASE(dict_short_strings_differ_in_every_byte),
+       T_CASE(levels_from_validity_at_any_alignment),
        T_CASE(footer_reads_back),
        T_CASE(long_string_stats_are_left_out),
        T_CASE(null_in_required_is_an_error),
