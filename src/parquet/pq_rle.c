@@ -25,10 +25,20 @@ static size_t rle_u8_run(const uint8_t *v, size_t i, size_t n, size_t limit)
     return j - i;
 }
 
+/* The same for 32-bit values (dictionary ids), 4 at a time: constant columns are one run. */
 static size_t rle_u32_run(const uint32_t *v, size_t i, size_t n, size_t limit)
 {
-    size_t j = i + 1;
-    while (j < n && j - i < limit && v[j] == v[i])
+    size_t end = n - i < limit ? n : i + limit, j = i + 1;
+    uint64_t pat = v[i] * 0x0000000100000001ull;
+    while (j + 4 <= end) {
+        uint64_t a, b;
+        memcpy(&a, v + j, 8);
+        memcpy(&b, v + j + 2, 8);
+        if ((a ^ pat) | (b ^ pat))
+            break;
+        j += 4;
+    }
+    while (j < end && v[j] == v[i])
         j++;
     return j - i;
 }
