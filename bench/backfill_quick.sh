@@ -26,7 +26,7 @@ db=${PGDATABASE:-postgres}
 cat >"$work/source.json" <<EOF
 {"type": "postgres", "host": "${PGHOST:-127.0.0.1}", "port": ${PGPORT:-5432}, "database": "$db",
  "username": "${PGUSER:-postgres}", "sslmode": "disable", "schemas": ["public"],
- "parallelism": $par, "default_mode": "full_refresh_cdc", "initial_wait_seconds": 0}
+ "parallelism": $par,${BATCH_ROWS:+ \"batch_rows\": $BATCH_ROWS,} "default_mode": "full_refresh_cdc", "initial_wait_seconds": 0}
 EOF
 cat >"$work/destination.json" <<EOF
 {"catalog": {"type": "sql", "uri": "sqlite:///$work/catalog.db", "warehouse": "$work/warehouse"},

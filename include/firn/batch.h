@@ -174,6 +174,12 @@ void firn_column_struct_end(firn_column *c);
  * nonzero = present; then the returned values are zeroed and the caller fills only the present
  * slots (null slots hold zeros). */
 void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid);
+/** Appends n values to a string or binary column: value i is the bytes data[ends[i-1]..ends[i])
+ * (ends[-1] taken as 0; ends ascending, offsets in bytes), a null when valid is not NULL and
+ * valid[i] is 0 (its bytes empty: ends[i] == ends[i-1]). As n calls of firn_column_append_bytes
+ * or firn_column_append_null; data, ends and valid are only read during the call. */
+void firn_column_append_bytes_n(
+    firn_column *c, size_t n, const uint8_t *data, const uint32_t *ends, const uint8_t *valid);
 /** Appends n null slots to a primitive column (as n calls of firn_column_append_null). */
 void firn_column_append_nulls(firn_column *c, size_t n);
 

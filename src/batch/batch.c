@@ -279,6 +279,44 @@ void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
     return out;
 }
 
+void firn_column_append_bytes_n(
+    firn_column *c, size_t n, const uint8_t *data, const uint32_t *ends, const uint8_t *valid)
+{
+    FIRN_ASSERT(!c->width && !c->list_open &&
+                (c->field->type == FIRN_TYPE_STRING || c->field->type == FIRN_TYPE_BINARY));
+    if (n == 0)
+        return;
+    size_t nulls = 0;
+    for (size_t i = 0; valid && i < n; i++)
+        nulls += !valid[i];
+    const size_t base = c->data.len;
+    FIRN_ASSERT(base + ends[n - 1] <= UINT32_MAX);
+    if (ends[n - 1] > 0) {
+        firn_rc rc = firn_buf_append(&c->data, data, ends[n - 1]);
+        FIRN_ASSERT(rc == FIRN_OK); /* the engine flushes far below 4 GiB per column */
+    }
+    if (c->length + n + 1 > c->offsets_cap) {
+        while (c->offsets_cap < c->length + n + 1)
+            c->offsets_cap *= 2;
+        c->offsets = firn_reallocarray(c->offsets, c->offsets_cap, sizeof(uint32_t));
+    }
+    uint32_t *off = c->offsets + c->length + 1;
+    for (size_t i = 0; i < n; i++)
+        off[i] = (uint32_t)base + ends[i];
+    validity_grow(c, c->length + n, nulls > 0);
+    if (c->validity) {
+        for (size_t i = 0; i < n; i++) {
+            size_t k = c->length + i;
+            if (!valid || valid[i])
+                c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+            else
+                c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
+        }
+    }
+    c->null_count += nulls;
+    c->length += n;
+}
+
 void firn_column_append_nulls(firn_column *c, size_t n)
 {
     FIRN_ASSERT(c->n_children == 0);

@@ -92,17 +92,19 @@ bool firn__pg_stage_full(const firn__pg_stage *s);
 /** Drops the staged rows. */
 void firn__pg_stage_clear(firn__pg_stage *s);
 /** Stages the tuple at p (len >= 2 bytes available; its field count first, already checked
- * against the table's columns): its bytes are kept and its fields framed; values are decoded at
- * the flush. *used is its length, or 0 when it is not complete yet (nothing staged then). A
- * negative field length is FIRN_ERR_PARSE and drops every staged row; more than 4 GiB of staged
- * bytes (impossible while the caller flushes when firn__pg_stage_full) is FIRN_ERR_TOO_LARGE. */
+ * against the table's columns): its fields are decoded into the stage's typed arrays now (text,
+ * bytea and side-decoded fields are kept as sent). *used is its length, or 0 when it is not
+ * complete yet (nothing staged then). A negative field length or a bad value (FIRN_ERR_PARSE, a
+ * bad value's message naming the column as firn_pg_value_decode words it) drops every staged
+ * row; more than 4 GiB of kept fields (impossible while the caller flushes when
+ * firn__pg_stage_full) is FIRN_ERR_TOO_LARGE. p is only read during the call. */
 FIRN_MUST_CHECK firn_rc
 firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used, firn_err *err);
-/** Decodes the staged rows column by column and appends them to b (cols[i]: the batch column of
- * table column i) as rows of operation FIRN_OP_READ at position lsn, counting fallbacks (NaN as
- * null, clamped timestamps) in stats; empties the stage. A bad value is FIRN_ERR_PARSE naming
- * the column, with b and stats as they were and every staged row dropped; else errors as
- * firn_batch_end_rows. */
+/** Appends the staged rows to b column by column (cols[i]: the batch column of table column i)
+ * as rows of operation FIRN_OP_READ at position lsn, decoding the side-decoded columns now, and
+ * adds their fallbacks (NaN as null, clamped timestamps, flattened arrays) to stats; empties the
+ * stage. A bad side-decoded value is FIRN_ERR_PARSE naming the column, with b and stats as they
+ * were and every staged row dropped; else errors as firn_batch_end_rows. */
 FIRN_MUST_CHECK firn_rc firn__pg_stage_flush(firn__pg_stage *s,
                                              firn_batch *b,
                                              firn_column *const *cols,

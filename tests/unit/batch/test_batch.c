@@ -305,6 +305,54 @@ T_TEST(end_rows_equals_end_row)
     firn_field_free(s);
 }
 
+/* Bulk string appends (the binary COPY stage's) equal value-by-value ones: after earlier
+ * single appends, with and without nulls, empty strings, offsets and validity growing past their
+ * first capacities. */
+T_TEST(bytes_in_bulk_equal_one_by_one)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "name", FIRN_TYPE_STRING, false));
+    firn_batch *one = firn_batch_new(s), *bulk = firn_batch_new(s);
+    firn_column *a = firn_batch_column(one, 0), *b = firn_batch_column(bulk, 0);
+    firn_column_append_bytes(a, "first", 5); /* before the bulk appends: offsets start at 5 */
+    firn_column_append_bytes(b, "first", 5);
+    uint8_t data[4096];
+    uint32_t ends[300];
+    uint8_t valid[300];
+    static const size_t PARTS[] = {1, 300, 0, 77, 300};
+    size_t seed = 7;
+    for (size_t p = 0; p < 5; p++) {
+        uint32_t end = 0;
+        bool with_nulls = p % 2 == 0;
+        for (size_t i = 0; i < PARTS[p]; i++) {
+            seed = seed * 1103515245u + 12345u;
+            valid[i] = !with_nulls || seed % 5 != 0;
+            size_t len = valid[i] ? (seed >> 8) % 12 : 0; /* empty strings too */
+            for (size_t k = 0; k < len; k++)
+                data[end + k] = (uint8_t)('a' + (seed + k) % 26);
+            if (valid[i])
+                firn_column_append_bytes(a, data + end, len);
+            else
+                firn_column_append_null(a);
+            end += (uint32_t)len;
+            ends[i] = end;
+        }
+        firn_column_append_bytes_n(b, PARTS[p], data, ends, with_nulls ? valid : NULL);
+    }
+    size_t n = firn_column_length(a);
+    T_EQ_UINT(n, 1 + 300 + 77 + 300 + 1);
+    T_EQ_UINT(firn_column_length(b), n);
+    T_EQ_UINT(firn_column_null_count(b), firn_column_null_count(a));
+    T_TRUE(firn_column_null_count(a) > 0);
+    for (size_t r = 0; r < n; r++)
+        T_EQ_INT(firn_column_is_valid(a, r), firn_column_is_valid(b, r));
+    T_EQ_MEM(firn_column_offsets(a), firn_column_offsets(b), (n + 1) * 4);
+    T_EQ_MEM(firn_column_data(a), firn_column_data(b), firn_column_offsets(a)[n]);
+    firn_batch_free(one);
+    firn_batch_free(bulk);
+    firn_field_free(s);
+}
+
 /* A column copies its own earlier slots onto its end (the engine fills unchanged TOAST values
  * of a row from an earlier image in the same buffer) while every append grows its buffers:
  * under ASan a copy from memory the growth freed fails. */
@@ -411,6 +459,7 @@ T_MAIN(T_CASE(flat_and_nested_rows),
        T_CASE(append_from_own_column),
        T_CASE(metadata_columns_filled_by_end_row),
        T_CASE(end_rows_equals_end_row),
+       T_CASE(bytes_in_bulk_equal_one_by_one),
        T_CASE(append_rows_and_keys),
        T_CASE(keys_encoded_in_bulk_equal_row_by_row),
        T_CASE(end_row_checks_lengths),

@@ -400,29 +400,41 @@ T_TEST(bad_values_fail_as_per_value_decoding)
     same_error(4, hdr, 9);
 }
 
-/* Decodes the one-value stream of the numeric bytes v[0..n) for column type t through the
- * staged decoder (the stage's fast path and dec64) and through firn_pg_value_decode: the same
- * value, null or error message. */
-static void same_numeric(firn_pg_type *t, const uint8_t *v, size_t n)
+/* Decodes the one-row stream of the numeric bytes v[0..n) for column type t through the staged
+ * decoder (the stage's fast path and dec64) and through firn_pg_value_decode: the same value,
+ * null or error message. padded: a bigint column follows, so that the numeric is not the end of
+ * the tuple (its digits are followed by bytes that look like digits: the decoder must stop at
+ * the value's length). */
+static void same_numeric_in(firn_pg_type *t, const uint8_t *v, size_t n, bool padded)
 {
-    firn_pg_column col = {.name = (char *)"n", .type = t, .field_id = 1};
-    int32_t next_id = 2;
-    firn_pg_table tab = {.columns = &col, .n_columns = 1, .name = (char *)"num"};
+    firn_pg_type bigint = {.kind = FIRN_PG_KIND_INT8, .name = (char *)"int8"};
+    firn_pg_column col[2] = {{.name = (char *)"n", .type = t, .field_id = 1},
+                             {.name = (char *)"pad", .type = &bigint, .field_id = 2}};
+    int32_t next_id = 3;
+    firn_pg_table tab = {.columns = col, .n_columns = padded ? 2 : 1, .name = (char *)"num"};
     tab.qualified = (char *)"\"public\".\"num\"";
     tab.schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
     firn_field_add(tab.schema, firn_pg_type_field(t, 1, "n", false, &next_id));
+    if (padded)
+        firn_field_add(tab.schema, firn_pg_type_field(col[1].type, 2, "pad", false, &next_id));
     firn_buf s;
     firn_buf_init(&s, (size_t)1 << 20);
     T_OK(firn_buf_append(&s, "PGCOPY\n\377\r\n\0", 11));
     put32(&s, 0);
     put32(&s, 0);
-    put16(&s, 1);
+    put16(&s, padded ? 2 : 1);
     put_bytes(&s, v, n);
+    if (padded) {
+        put32(&s, 8);
+        put64(&s, 0x0777077707770777ull); /* four valid base-10000 digits */
+    }
     put16(&s, 0xffff);
     firn_batch *want = firn_batch_new(tab.schema), *got = firn_batch_new(tab.schema);
     firn_err we = {0}, ge = {0};
     firn_pg_decode_stats wst = {0};
     firn_rc wrc = firn_pg_value_decode(t, v, n, firn_batch_column(want, 0), &wst, &we);
+    if (padded)
+        firn_column_append_i64(firn_batch_column(want, 1), 0x0777077707770777ll);
     firn_pg_copy *d = firn_pg_copy_new(&tab, got);
     firn_rc grc = firn_pg_copy_feed(d, s.data, s.len, 0, &ge);
     if (!grc)
@@ -444,6 +456,12 @@ static void same_numeric(firn_pg_type *t, const uint8_t *v, size_t n)
     firn_field_free(tab.schema);
 }
 
+static void same_numeric(firn_pg_type *t, const uint8_t *v, size_t n)
+{
+    same_numeric_in(t, v, n, false);
+    same_numeric_in(t, v, n, true);
+}
+
 /* numeric(p<=18,s) has a fast path for the form PostgreSQL stores; it must agree with the
  * per-value decoder on every input: stored forms of values up to the column's limit, leading
  * and trailing zero digits, digits of 10000 and more, weights far out, NaN and infinities,
@@ -458,6 +476,17 @@ T_TEST(numeric_fast_path_equals_per_value_decoding)
             int64_t limit = 1;
             for (int32_t k = 0; k < prec; k++)
                 limit *= 10;
+            /* digits beyond the scale, sent with their own scale: values to refuse */
+            static const int64_t FRACTIONS[] = {16, 128, 1024, 6, 32, 2048, 65536, 96};
+            for (size_t k = 0; k < sizeof(FRACTIONS) / sizeof(FRACTIONS[0]); k++) {
+                for (int more = 1; more <= 4 && scale + more <= 18; more++) {
+                    firn_buf b;
+                    firn_buf_init(&b, 1024);
+                    put_numeric(&b, FRACTIONS[k], scale + more, 0);
+                    same_numeric(&t, b.data + 4, b.len - 4);
+                    firn_buf_deinit(&b);
+                }
+            }
             for (int k = 0; k < 60; k++) {
                 firn_buf b;
                 firn_buf_init(&b, 1024);
