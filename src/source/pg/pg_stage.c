@@ -49,7 +49,6 @@ typedef struct stage_col {
     stage_kind kind;
     const firn_pg_type *type;
     size_t width;   /* bytes per staged fixed-width value */
-    size_t want;    /* length its send format must have, 0 for any */
     uint8_t *vals;  /* STAGE_ROWS values (zeros for nulls) */
     uint8_t *valid; /* STAGE_ROWS flags, nonzero = present; all 1 while nulls is 0 */
     size_t nulls;
@@ -120,15 +119,6 @@ static stage_kind kind_of(const firn_pg_type *t, size_t *width)
     return SK_GENERIC;
 }
 
-/* Length a fixed-size send format must have, 0 for others. */
-static size_t want_len(stage_kind k)
-{
-    static const size_t LEN[] = {
-        [SK_I16] = 2, [SK_I32] = 4, [SK_I64] = 8,  [SK_OID] = 4, [SK_BOOL] = 1,
-        [SK_F32] = 4, [SK_F64] = 8, [SK_DATE] = 4, [SK_TS] = 8};
-    return (size_t)k < sizeof(LEN) / sizeof(LEN[0]) ? LEN[k] : 0;
-}
-
 firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
 {
     firn__pg_stage *s = firn_calloc(1, sizeof(*s));
@@ -140,7 +130,6 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
         stage_col *c = &s->cols[i];
         c->type = t->columns[i].type;
         c->kind = kind_of(c->type, &c->width);
-        c->want = want_len(c->kind);
         c->valid = firn_malloc(STAGE_ROWS);
         memset(c->valid, 1, STAGE_ROWS);
         if (c->width)
@@ -394,51 +383,6 @@ static inline firn_rc stage_dec64(stage_col *c,
     return FIRN_OK;
 }
 
-/* Decodes the fixed-width field v[0..n) (n UINT32_MAX: a null) into slot r of c, its length
- * checked against the type's. A null's slot is zero. Stores go through int32_t/int64_t pointers,
- * not bytes: a byte store may alias anything, and the caller's loop would reload its state. */
-static inline firn_rc stage_fixed(stage_col *c,
-                                  size_t r,
-                                  const uint8_t *v,
-                                  uint32_t n,
-                                  firn_pg_decode_stats *stats,
-                                  firn_err *err)
-{
-    int32_t *v32 = (int32_t *)(void *)c->vals;
-    int64_t *v64 = (int64_t *)(void *)c->vals;
-    if (n != c->want) {
-        FIRN_TRY(odd_length(c, r, n, err));
-        memset(c->vals + r * c->width, 0, c->width);
-        return FIRN_OK;
-    }
-    switch (c->kind) {
-    case SK_I16:
-        v32[r] = (int16_t)firn__pg_be16(v);
-        return FIRN_OK;
-    case SK_I32:
-    case SK_F32:
-        v32[r] = (int32_t)firn__pg_be32(v);
-        return FIRN_OK;
-    case SK_I64:
-    case SK_F64:
-        v64[r] = (int64_t)firn__pg_be64(v);
-        return FIRN_OK;
-    case SK_OID:
-        v64[r] = (int64_t)firn__pg_be32(v);
-        return FIRN_OK;
-    case SK_BOOL:
-        c->vals[r] = v[0] != 0;
-        return FIRN_OK;
-    case SK_DATE:
-        return date_value(c, v, &v32[r], err);
-    case SK_TS:
-        v64[r] = ts_value((int64_t)firn__pg_be64(v), stats);
-        return FIRN_OK;
-    default:
-        return firn_err_set(err, FIRN_ERR_INTERNAL, "not a fixed-width staged column");
-    }
-}
-
 /* Takes back what the first i fields of an incomplete tuple staged at row s->rows: the kept
  * fields (raw from raw_len on), nulls, and the counters (stats0: as before the tuple). */
 static void
@@ -463,16 +407,16 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
 {
     FIRN_ASSERT(s->rows < STAGE_ROWS && len >= 2 && s->kept < STAGE_RAW_MAX);
     *used = 0;
-    const size_t n_columns = s->table->n_columns, r = s->rows, raw_len = s->raw.len;
-    const size_t kept = s->kept;
+    const size_t r = s->rows, raw_len = s->raw.len, kept = s->kept;
     const firn_pg_decode_stats stats0 = s->stats;
     size_t pos = 2; /* <= len throughout */
-    size_t i = 0;
-    for (; i < n_columns; i++) {
-        stage_col *c = &s->cols[i];
+    stage_col *c = s->cols, *const end = s->cols + s->table->n_columns;
+    firn_rc rc = FIRN_OK;
+    /* one switch per field: its case checks the length and decodes (no second dispatch) */
+    for (; c < end; c++) {
         if (len - pos < 4)
             break;
-        const uint8_t *q = p + pos;
+        const uint8_t *q = p + pos, *v = q + 4;
         uint32_t n = firn__pg_be32(q);
         pos += 4;
         if (n <= len - pos) {
@@ -483,44 +427,86 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
             firn__pg_stage_clear(s);
             return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", (int32_t)n);
         }
-        firn_rc rc = FIRN_OK;
+        int32_t *v32 = (int32_t *)(void *)c->vals;
+        int64_t *v64 = (int64_t *)(void *)c->vals;
         switch (c->kind) {
+        case SK_I16:
+            if (n != 2)
+                goto odd;
+            v32[r] = (int16_t)firn__pg_be16(v);
+            continue;
+        case SK_I32:
+        case SK_F32:
+            if (n != 4)
+                goto odd;
+            v32[r] = (int32_t)firn__pg_be32(v);
+            continue;
+        case SK_I64:
+        case SK_F64:
+            if (n != 8)
+                goto odd;
+            v64[r] = (int64_t)firn__pg_be64(v);
+            continue;
+        case SK_OID:
+            if (n != 4)
+                goto odd;
+            v64[r] = (int64_t)firn__pg_be32(v);
+            continue;
+        case SK_BOOL:
+            if (n != 1)
+                goto odd;
+            c->vals[r] = v[0] != 0;
+            continue;
+        case SK_DATE:
+            if (n != 4)
+                goto odd;
+            rc = date_value(c, v, &v32[r], err);
+            break;
+        case SK_TS:
+            if (n != 8)
+                goto odd;
+            v64[r] = ts_value((int64_t)firn__pg_be64(v), &s->stats);
+            continue;
+        case SK_DEC64:
+            rc = stage_dec64(c, r, v, n, &s->stats, err);
+            break;
         case SK_BYTES: /* < STAGE_RAW_MAX + a tuple's < 2 GiB */
             if (n == UINT32_MAX)
                 stage_null(c, r);
-            else if (firn_buf_append(&c->bytes, q + 4, n))
+            else if (firn_buf_append(&c->bytes, v, n))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
             c->ends[r] = (uint32_t)c->bytes.len;
             s->kept += n == UINT32_MAX ? 0 : n;
             break;
         case SK_GENERIC:
-            s->field[i * STAGE_ROWS + r] = (uint32_t)s->raw.len; /* < STAGE_RAW_MAX + 2 GiB */
+            s->field[(size_t)(c - s->cols) * STAGE_ROWS + r] = (uint32_t)s->raw.len;
             if (firn_buf_append(&s->raw, q, 4 + (n == UINT32_MAX ? 0 : (size_t)n)))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
             s->kept += 4 + (n == UINT32_MAX ? 0 : (size_t)n);
             break;
-        case SK_DEC64:
-            rc = stage_dec64(c, r, q + 4, n, &s->stats, err);
-            break;
-        default:
-            rc = stage_fixed(c, r, q + 4, n, &s->stats, err);
-            break;
         }
-        if (rc) {
-            if (rc == FIRN_ERR_PARSE)
-                firn_err_context(err, "while decoding column \"%s\"", s->table->columns[i].name);
-            firn__pg_stage_clear(s);
-            return rc;
-        }
+        if (rc)
+            goto fail;
+        continue;
+    odd: /* a null, or a length that is not the type's */
+        memset(c->vals + r * c->width, 0, c->width);
+        rc = odd_length(c, r, n, err);
+        if (rc)
+            goto fail;
     }
-    if (i < n_columns) { /* not all here yet: staged again, whole, by a later call */
-        take_back(s, i, raw_len, &stats0);
+    if (c < end) { /* not all here yet: staged again, whole, by a later call */
+        take_back(s, (size_t)(c - s->cols), raw_len, &stats0);
         s->kept = kept;
         return FIRN_OK;
     }
     s->rows++;
     *used = pos;
     return FIRN_OK;
+fail:
+    if (rc == FIRN_ERR_PARSE)
+        firn_err_context(err, "while decoding column \"%s\"", s->table->columns[c - s->cols].name);
+    firn__pg_stage_clear(s);
+    return rc;
 }
 
 /* Decodes a column without a staged decoder into its side batch column. */
