@@ -720,6 +720,20 @@ static firn_rc levels_block(firn_buf *body, const uint8_t *v, size_t n, int max_
     return FIRN_OK;
 }
 
+/* The definition levels of a page whose n >= 8 levels are all max_level (every value present):
+ * the one RLE run levels_block would find, without scanning the levels. */
+static firn_rc levels_run(firn_buf *body, size_t n, int max_level)
+{
+    size_t at = body->len;
+    uint64_t x = (uint64_t)max_level;
+    FIRN_TRY(firn_wr_le32(body, 0));
+    FIRN_TRY(firn_wr_uvarint(body, (uint64_t)n << 1));
+    FIRN_TRY(firn_buf_append(body, &x, (size_t)(firn__pq_bit_width(x) + 7) / 8));
+    uint32_t len = (uint32_t)(body->len - at - 4);
+    memcpy(body->data + at, &len, 4);
+    return FIRN_OK;
+}
+
 static firn_rc pack_bools(firn_buf *body, const uint8_t *v, size_t n)
 {
     size_t bytes = (n + 7) / 8;
@@ -776,7 +790,9 @@ flush_page(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_er
     firn_buf_reset(body);
     if (l->max_rep)
         FIRN_TRY(levels_block(body, cw->rep, cw->n_levels, l->max_rep));
-    if (l->max_def)
+    if (l->max_def && cw->page_values == cw->n_levels && cw->n_levels >= 8)
+        FIRN_TRY(levels_run(body, cw->n_levels, l->max_def));
+    else if (l->max_def)
         FIRN_TRY(levels_block(body, cw->def, cw->n_levels, l->max_def));
     int enc = PQ_ENC_PLAIN;
     if (cw->dict_on) {
