@@ -91,6 +91,8 @@ size_t firn__pg_stage_rows(const firn__pg_stage *s);
 bool firn__pg_stage_full(const firn__pg_stage *s);
 /** Drops the staged rows. */
 void firn__pg_stage_clear(firn__pg_stage *s);
+/** Bytes of memory the stage's buffers of kept fields (text, bytea, side-decoded) hold. */
+size_t firn__pg_stage_held(const firn__pg_stage *s);
 /** Stages the tuple at p (len >= 2 bytes available; its field count first, already checked
  * against the table's columns): its fields are decoded into the stage's typed arrays now (text,
  * bytea and side-decoded fields are kept as sent). *used is its length, or 0 when it is not

@@ -175,10 +175,18 @@ bool firn__pg_stage_full(const firn__pg_stage *s)
     return s->rows == STAGE_ROWS || s->kept >= STAGE_RAW_MAX;
 }
 
-/* Empties b, giving its memory back after a huge tuple. */
-static void kept_reset(firn_buf *b)
+size_t firn__pg_stage_held(const firn__pg_stage *s)
 {
-    if (b->cap > 4 * STAGE_RAW_MAX) {
+    size_t held = s->raw.cap;
+    for (size_t i = 0; i < s->table->n_columns; i++)
+        held += s->cols[i].bytes.cap;
+    return held;
+}
+
+/* Empties b; with release, gives its memory back. */
+static void kept_reset(firn_buf *b, bool release)
+{
+    if (release) {
         firn_buf_deinit(b);
         firn_buf_init(b, (size_t)UINT32_MAX);
     }
@@ -187,15 +195,19 @@ static void kept_reset(firn_buf *b)
 
 void firn__pg_stage_clear(firn__pg_stage *s)
 {
+    /* The buffers keep their memory for the next stage, unless together they hold more than
+     * 4 * STAGE_RAW_MAX: after a huge tuple, or when text columns took turns at large values
+     * (each buffer alone may have grown to a stage's worth). */
+    bool release = firn__pg_stage_held(s) > 4 * STAGE_RAW_MAX;
     for (size_t i = 0; i < s->table->n_columns; i++) {
         stage_col *c = &s->cols[i];
         if (c->nulls)
             memset(c->valid, 1, STAGE_ROWS);
         c->nulls = 0;
         if (c->kind == SK_BYTES)
-            kept_reset(&c->bytes);
+            kept_reset(&c->bytes, release);
     }
-    kept_reset(&s->raw);
+    kept_reset(&s->raw, release);
     s->kept = 0;
     if (s->side)
         firn_batch_reset(s->side);

@@ -4,6 +4,7 @@
  * kind plus generic ones) with edge values and nulls over several stages must give equal
  * columns, positions and counters; bad values fail alike. */
 #include "../../../fuzz/pg_copy.c"
+#include "../../../src/source/pg/pg_int.h"
 #include "t.h"
 
 #include <stdio.h>
@@ -518,8 +519,69 @@ T_TEST(numeric_fast_path_equals_per_value_decoding)
     }
 }
 
+/* Text columns that take turns at large values: each column's buffer of kept bytes grows to a
+ * stage's worth once, but the stage gives them back when together they hold more than 32 MiB,
+ * instead of keeping a large buffer per column. */
+T_TEST(kept_text_memory_is_bounded)
+{
+    enum { N = 8, BIG = 7 << 20 };
+    firn_pg_type text = {.kind = FIRN_PG_KIND_TEXT, .name = (char *)"text"};
+    firn_pg_column cols[N];
+    char names[N][8];
+    firn_pg_table tab = {.columns = cols, .n_columns = N, .name = (char *)"wide"};
+    tab.qualified = (char *)"\"public\".\"wide\"";
+    tab.schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+    int32_t next_id = N + 1;
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "t%d", i);
+        cols[i] = (firn_pg_column){.name = names[i], .type = &text, .field_id = i + 1};
+        firn_field_add(tab.schema, firn_pg_type_field(&text, i + 1, names[i], false, &next_id));
+    }
+    uint8_t *big = malloc(BIG);
+    T_TRUE(big != NULL);
+    memset(big, 'x', BIG);
+    firn__pg_stage *st = firn__pg_stage_new(&tab);
+    firn_batch *b = firn_batch_new(tab.schema);
+    firn_column *out[N];
+    for (int i = 0; i < N; i++)
+        out[i] = firn_batch_column(b, (size_t)i);
+    firn_pg_decode_stats stats = {0};
+    firn_err err = {0};
+    size_t most = 0;
+    for (int round = 0; round < 2 * N; round++) {
+        firn_buf t;
+        firn_buf_init(&t, (size_t)1 << 30);
+        put16(&t, N);
+        for (int i = 0; i < N; i++) {
+            if (i == round % N)
+                put_bytes(&t, big, BIG);
+            else
+                put32(&t, 0xffffffffu);
+        }
+        size_t used = 0;
+        T_OK_ERR(firn__pg_stage_row(st, t.data, t.len, &used, &err), &err);
+        T_EQ_UINT(used, t.len);
+        size_t held = firn__pg_stage_held(st);
+        most = held > most ? held : most;
+        T_OK_ERR(firn__pg_stage_flush(st, b, out, 0, &stats, &err), &err);
+        T_EQ_UINT(firn_batch_rows(b), 1);
+        T_EQ_UINT(firn_column_offsets(out[round % N])[1], BIG);
+        T_TRUE(!firn_column_is_valid(out[(round + 1) % N], 0));
+        firn_batch_reset(b);
+        firn_buf_deinit(&t);
+    }
+    /* at most the 32 MiB kept plus the stage being filled (a buffer of BIG rounded up) */
+    T_TRUE(most <= ((size_t)32 << 20) + ((size_t)16 << 20));
+    T_TRUE(most >= BIG);
+    firn__pg_stage_free(st);
+    firn_batch_free(b);
+    free(big);
+    firn_field_free(tab.schema);
+}
+
 T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(split_tuples_taken_back_without_side_columns),
        T_CASE(positions_follow_each_feed),
        T_CASE(bad_values_fail_as_per_value_decoding),
-       T_CASE(numeric_fast_path_equals_per_value_decoding))
+       T_CASE(numeric_fast_path_equals_per_value_decoding),
+       T_CASE(kept_text_memory_is_bounded))
