@@ -248,12 +248,35 @@ static void validity_grow(firn_column *c, size_t new_len, bool make)
     }
 }
 
-void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
+/* Nulls among n flags (nonzero = present); 0 when valid is NULL. */
+static size_t count_nulls(size_t n, const uint8_t *valid)
 {
-    FIRN_ASSERT(c->width && !c->list_open && c->field->type != FIRN_TYPE_STRUCT);
     size_t nulls = 0;
     for (size_t i = 0; valid && i < n; i++)
         nulls += !valid[i];
+    return nulls;
+}
+
+/* Sets the validity bits of slots length..length+n-1 from valid (NULL: all present), creating
+ * the bitmap when one of them (nulls > 0) is a null. Leaves length as it is. */
+static void mark_valid_n(firn_column *c, size_t n, const uint8_t *valid, size_t nulls)
+{
+    validity_grow(c, c->length + n, nulls > 0);
+    if (!c->validity)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = c->length + i;
+        if (!valid || valid[i])
+            c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+        else
+            c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
+    }
+}
+
+void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
+{
+    FIRN_ASSERT(c->width && !c->list_open && c->field->type != FIRN_TYPE_STRUCT);
+    size_t nulls = count_nulls(n, valid);
     if (c->length + n > c->values_cap || !c->values) {
         size_t cap = c->values_cap ? c->values_cap : 64;
         while (cap < c->length + n)
@@ -261,16 +284,7 @@ void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
         c->values = firn_reallocarray(c->values, cap, c->width);
         c->values_cap = cap;
     }
-    validity_grow(c, c->length + n, nulls > 0);
-    if (c->validity) {
-        for (size_t i = 0; i < n; i++) {
-            size_t k = c->length + i;
-            if (!valid || valid[i])
-                c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
-            else
-                c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
-        }
-    }
+    mark_valid_n(c, n, valid, nulls);
     uint8_t *out = c->values + c->length * c->width;
     if (valid)
         memset(out, 0, n * c->width);
@@ -286,9 +300,7 @@ void firn_column_append_bytes_n(
                 (c->field->type == FIRN_TYPE_STRING || c->field->type == FIRN_TYPE_BINARY));
     if (n == 0)
         return;
-    size_t nulls = 0;
-    for (size_t i = 0; valid && i < n; i++)
-        nulls += !valid[i];
+    size_t nulls = count_nulls(n, valid);
     const size_t base = c->data.len;
     FIRN_ASSERT(base + ends[n - 1] <= UINT32_MAX);
     if (ends[n - 1] > 0) {
@@ -303,16 +315,7 @@ void firn_column_append_bytes_n(
     uint32_t *off = c->offsets + c->length + 1;
     for (size_t i = 0; i < n; i++)
         off[i] = (uint32_t)base + ends[i];
-    validity_grow(c, c->length + n, nulls > 0);
-    if (c->validity) {
-        for (size_t i = 0; i < n; i++) {
-            size_t k = c->length + i;
-            if (!valid || valid[i])
-                c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
-            else
-                c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
-        }
-    }
+    mark_valid_n(c, n, valid, nulls);
     c->null_count += nulls;
     c->length += n;
 }
