@@ -519,6 +519,34 @@ T_TEST(numeric_fast_path_equals_per_value_decoding)
     }
 }
 
+/* A numeric whose last base-10000 digit holds digits beyond the scale (scales 1-3 of a
+ * numeric(18,s)): every such digit 0..9999, behind one integer digit (the fast path) and behind
+ * leading zero digits (5 digits: the general path), must decode as the per-value decoder does,
+ * exact when the digits beyond the scale are zeros, refused otherwise. */
+T_TEST(numeric_last_digit_beyond_scale_every_value)
+{
+    for (int32_t scale = 1; scale <= 3; scale++) {
+        firn_pg_type t = {.kind = FIRN_PG_KIND_DECIMAL, .precision = 18, .scale = scale};
+        t.name = (char *)"numeric";
+        for (uint16_t lead = 0; lead <= 3; lead += 3) {
+            for (uint32_t d = 0; d < 10000; d++) {
+                firn_buf b;
+                firn_buf_init(&b, 64);
+                put16(&b, (uint16_t)(lead + 2));    /* ndigits */
+                put16(&b, (uint16_t)lead);          /* weight: the integer digit is 10000^0 */
+                put16(&b, d % 2 ? 0x4000 : 0);      /* sign */
+                put16(&b, (uint16_t)scale);         /* dscale */
+                for (uint16_t i = 0; i < lead; i++) /* leading zero digits */
+                    put16(&b, 0);
+                put16(&b, 7);
+                put16(&b, (uint16_t)d);
+                same_numeric(&t, b.data, b.len);
+                firn_buf_deinit(&b);
+            }
+        }
+    }
+}
+
 /* Text columns that take turns at large values: each column's buffer of kept bytes grows to a
  * stage's worth once, but the stage gives them back when together they hold more than 32 MiB,
  * instead of keeping a large buffer per column. */
@@ -584,4 +612,5 @@ T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(positions_follow_each_feed),
        T_CASE(bad_values_fail_as_per_value_decoding),
        T_CASE(numeric_fast_path_equals_per_value_decoding),
+       T_CASE(numeric_last_digit_beyond_scale_every_value),
        T_CASE(kept_text_memory_is_bounded))
