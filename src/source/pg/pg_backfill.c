@@ -333,8 +333,8 @@ static bool snapshot_name_ok(const char *s)
 /* Grows libpq's input buffer from its first 16 KiB to 512 KiB: libpq enlarges the buffer to
  * hold the longest message received (doubling) and keeps it for the connection's life, so one
  * 256 KiB value is enough. Each read of a COPY then takes what the socket gathered (up to
- * COPY_RCVLOWAT and more, see copy_next) instead of 16 KiB at a time: for a 10 M-row taxi copy
- * 3-6 times fewer recv and poll calls, and fewer ACKs the kernel sends back on the way. Outside
+ * COPY_RCVLOWAT and more, see copy_next) instead of 16 KiB at a time: for 1 M taxi rows 1.5 to
+ * 6 times fewer recv calls (docs/internals/backfill.md), and fewer ACKs sent back. Outside
  * any transaction; a failure only costs the speed-up (the next statement shows a broken
  * connection). */
 static void grow_input_buffer(PGconn *pq)
