@@ -2,12 +2,16 @@
 /* Parquet write benchmark: a taxi-shaped table (18 columns: ints, timestamps, doubles,
  * decimals, short strings) generated in memory, then written with firn's writer (zstd). Prints
  * one JSON line: rows, CPU seconds of the write alone (getrusage), output bytes.
- * Usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge]]]. PASSES writes the file
- * that many times (cpu_s is their sum, cpu_s_min the fastest), so that generating the rows does
- * not dominate a profile. "edge" makes the values awkward for the encoder, to compare the bytes
- * two builds write (scripts/pq_identity.sh): NaNs of several bit patterns, -0.0, infinities, a
- * float and a decimal(38) column, int dictionaries that grow past the 2 MiB limit and fall back
- * to PLAIN mid-chunk. Driven by bench/run_parquet_bench.py. */
+ * Usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge|backfill]]]. PASSES writes the
+ * file that many times (cpu_s is their sum, cpu_s_min the fastest), so that generating the rows
+ * does not dominate a profile. "edge" makes the values awkward for the encoder, to compare the
+ * bytes two builds write (scripts/pq_identity.sh): NaNs of several bit patterns, -0.0, infinities,
+ * a float and a decimal(38) column, int dictionaries that grow past the 2 MiB limit and fall back
+ * to PLAIN mid-chunk. "backfill" is the table of a `firn sync` backfill of the taxi trips (24
+ * columns: a sequential bigint id, 5 ints, 2 timestamps, 11 numeric(15,2) as int64 decimals, a
+ * 1-char text, and firn's metadata columns as a backfill fills them: _firn_op "r" and one
+ * _firn_lsn on every row, _firn_commit_ts null, _firn_ingest_ts one time per batch).
+ * Driven by bench/run_parquet_bench.py. */
 #include "firn/parquet.h"
 
 #include <errno.h>
@@ -42,7 +46,69 @@ static uint64_t rnd(void)
     return rng_state;
 }
 
-static bool edge; /* the "edge" shape of the usage line */
+static bool edge;     /* the "edge" shape of the usage line */
+static bool backfill; /* the "backfill" shape */
+
+static firn_field *backfill_schema(void)
+{
+    firn_field *s = firn_field_new(0, "table", FIRN_TYPE_STRUCT, true);
+    int32_t id = 1;
+    firn_field_add(s, firn_field_new(id++, "id", FIRN_TYPE_LONG, false));
+    const char *ints[] = {"vendor_id", "passenger_count", "ratecode_id", "pu_location_id",
+                          "do_location_id"};
+    for (size_t i = 0; i < 5; i++)
+        firn_field_add(s, firn_field_new(id++, ints[i], FIRN_TYPE_INT, false));
+    firn_field_add(s, firn_field_new(id++, "pickup_at", FIRN_TYPE_TIMESTAMP, false));
+    firn_field_add(s, firn_field_new(id++, "dropoff_at", FIRN_TYPE_TIMESTAMP, false));
+    const char *money[] = {"trip_distance", "fare_amount",       "extra",
+                           "mta_tax",       "tip_amount",        "tolls_amount",
+                           "improvement",   "total_amount",      "congestion_surcharge",
+                           "airport_fee",   "cbd_congestion_fee"};
+    for (size_t i = 0; i < 11; i++)
+        firn_field_add(s, firn_field_new_decimal(id++, money[i], 15, 2, false));
+    firn_field_add(s, firn_field_new(id++, "store_and_fwd_flag", FIRN_TYPE_STRING, false));
+    firn_field_add(s, firn_field_new(id++, "_firn_op", FIRN_TYPE_STRING, false));
+    firn_field_add(s, firn_field_new(id++, "_firn_lsn", FIRN_TYPE_LONG, false));
+    firn_field_add(s, firn_field_new(id++, "_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, false));
+    firn_field_add(s, firn_field_new(id++, "_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, false));
+    return s;
+}
+
+/* A row of the backfill shape: cents of thousands to tens of thousands of distinct values
+ * (distance, fare, tip, total), a few (extra, fees), the metadata of a backfill. */
+static void gen_backfill_row(firn_batch *b, int64_t *clock_us, size_t row, int64_t ingest_us)
+{
+    firn_err err = {0};
+    size_t c = 0;
+    uint64_t r = rnd();
+    *clock_us += (int64_t)(r % 2000000);
+    int64_t trip_us = 60000000 + (int64_t)(rnd() % 3600000000ull);
+    firn_column_append_i64(firn_batch_column(b, c++), (int64_t)row + 1);
+    int32_t ints[5] = {1 + (int32_t)(r >> 60 & 1), (int32_t)((r >> 20) % 7), r % 97 == 0 ? 5 : 1,
+                       1 + (int32_t)(rnd() % 265), 1 + (int32_t)(rnd() % 265)};
+    for (size_t i = 0; i < 5; i++)
+        firn_column_append_i32(firn_batch_column(b, c++), ints[i]);
+    firn_column_append_i64(firn_batch_column(b, c++), *clock_us);
+    firn_column_append_i64(firn_batch_column(b, c++), *clock_us + trip_us);
+    int64_t dist = (int64_t)(rnd() % 3000), fare = 250 + dist * 5 / 2 + (int64_t)(rnd() % 500);
+    int64_t extra = (int64_t)(r >> 8) % 4 * 50, tax = 50, tip = (int64_t)(rnd() % 2000);
+    int64_t tolls = r % 20 == 0 ? 655 + (int64_t)(r >> 32) % 400 : 0, impr = 100;
+    int64_t cong = r % 9 == 0 ? 0 : 250, airport = r % 11 == 0 ? 175 : 0;
+    int64_t cbd = r % 3 == 0 ? 75 : 0;
+    int64_t total = fare + extra + tax + tip + tolls + impr + cong + airport + cbd;
+    int64_t cents[11] = {dist, fare, extra, tax, tip, tolls, impr, total, cong, airport, cbd};
+    for (size_t i = 0; i < 11; i++)
+        firn_column_append_i64(firn_batch_column(b, c++), cents[i]);
+    firn_column_append_bytes(firn_batch_column(b, c++), r % 100 == 0 ? "Y" : "N", 1);
+    firn_column_append_bytes(firn_batch_column(b, c++), "r", 1);
+    firn_column_append_i64(firn_batch_column(b, c++), 0x1A2B3C4D5E);
+    firn_column_append_null(firn_batch_column(b, c++));
+    firn_column_append_i64(firn_batch_column(b, c++), ingest_us);
+    if (firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err)) {
+        fprintf(stderr, "parquet_bench: %s\n", err.msg);
+        exit(2);
+    }
+}
 
 static firn_field *taxi_schema(void)
 {
@@ -185,20 +251,25 @@ static int write_file(firn_field *schema,
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge]]]\n");
+        fprintf(stderr,
+                "usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge|backfill]]]\n");
         return 2;
     }
     size_t rows = (size_t)strtoull(argv[1], NULL, 10);
     long passes = argc > 4 ? strtol(argv[4], NULL, 10) : 1;
     edge = argc > 5 && strcmp(argv[5], "edge") == 0;
-    firn_field *schema = taxi_schema();
+    backfill = argc > 5 && strcmp(argv[5], "backfill") == 0;
+    firn_field *schema = backfill ? backfill_schema() : taxi_schema();
     size_t n_batches = (rows + BATCH_ROWS - 1) / BATCH_ROWS;
     firn_batch **batches = firn_calloc(n_batches ? n_batches : 1, sizeof(*batches));
     int64_t clock_us = 1704067200000000; /* 2024-01-01 */
     for (size_t k = 0; k < n_batches; k++) {
         batches[k] = firn_batch_new(schema);
         size_t n = rows - k * BATCH_ROWS < BATCH_ROWS ? rows - k * BATCH_ROWS : BATCH_ROWS;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n && backfill; i++)
+            gen_backfill_row(batches[k], &clock_us, k * BATCH_ROWS + i,
+                             1764590400000000 + (int64_t)k * 7000000);
+        for (size_t i = 0; i < n && !backfill; i++)
             gen_row(batches[k], &clock_us, k * BATCH_ROWS + i);
     }
     firn_pq_options opts;

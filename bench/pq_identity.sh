@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Checks that this tree's Parquet writer writes the same bytes as an older revision's: builds
-# both (release, with this tree's bench/parquet_bench.c, whose "edge" shape needs no writer
-# change), writes the taxi table and the edge shape at a few sizes with each and compares the
-# files with cmp. Both builds say "build unknown" in created_by, so any difference is the
+# both (release, with this tree's bench/parquet_bench.c, whose "edge" and "backfill" shapes need
+# no writer change), writes the taxi table, the edge and the backfill shape at a few sizes with
+# each and compares the files with cmp. Both builds say "build unknown" in created_by, so any difference is the
 # writer's. Usage: bench/pq_identity.sh [REV (default main)] [ROWS...]. Exit 1 on a difference.
 set -euo pipefail
 
@@ -31,7 +31,7 @@ build "$src" "$work/new-build"
 
 fail=0
 for rows in "${sizes[@]}"; do
-    for shape in taxi edge; do
+    for shape in taxi edge backfill; do
         for level in 1 3; do
             "$work/old-build/bench/parquet_bench" "$rows" "$work/old.parquet" "$level" 1 "$shape" \
                 >/dev/null
