@@ -418,10 +418,56 @@ DEFINE_DICT_LOOP(dict_i64, int64_t, int64_t, uint64_t, slot8, grow_slot8, int64_
 DEFINE_DICT_LOOP(dict_f32, float, float, uint32_t, slot4, grow_slot4, double, IS_NAN, ANY)
 DEFINE_DICT_LOOP(dict_f64, double, double, uint64_t, slot8, grow_slot8, double, IS_NAN, ANY)
 
+/* Values compared by a same_* scan at a time: a step of differing values stops in its first
+ * block, a step of equal ones (firn's metadata columns: one operation, one LSN, one time per
+ * batch) is OR-ed 16 compares a block, which compilers vectorise. */
+#define SAME_BLOCK 16
+
+/* Whether the n > 0 values of W bits (U) at src (value j at src[idx[j]], or src[base + j]
+ * without idx) all have the bits of the first: a NaN equals a NaN of the same bits, as its key
+ * does; -0.0 differs from 0.0. */
+#define DEFINE_SAME(NAME, U)                                                                       \
+    static bool NAME(const void *src, const uint32_t *idx, size_t base, size_t n)                  \
+    {                                                                                              \
+        const uint8_t *p = src;                                                                    \
+        U first, x;                                                                                \
+        memcpy(&first, p + (idx ? idx[0] : base) * sizeof(U), sizeof(U));                          \
+        for (size_t i = 0; i < n; i += SAME_BLOCK) {                                               \
+            size_t end = n - i < SAME_BLOCK ? n : i + SAME_BLOCK;                                  \
+            U acc = 0;                                                                             \
+            if (idx) {                                                                             \
+                for (size_t j = i; j < end; j++) {                                                 \
+                    memcpy(&x, p + (size_t)idx[j] * sizeof(U), sizeof(U));                         \
+                    acc |= x ^ first;                                                              \
+                }                                                                                  \
+            } else {                                                                               \
+                for (size_t j = i; j < end; j++) {                                                 \
+                    memcpy(&x, p + (base + j) * sizeof(U), sizeof(U));                             \
+                    acc |= x ^ first;                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            if (acc)                                                                               \
+                return false;                                                                      \
+        }                                                                                          \
+        return true;                                                                               \
+    }
+
+DEFINE_SAME(same_bits32, uint32_t)
+DEFINE_SAME(same_bits64, uint64_t)
+
+/* ids[1, n) take the id of ids[0]: the rest of a step of equal values. */
+static void fill_ids(uint32_t *ids, size_t n)
+{
+    const uint32_t id = ids[0];
+    for (size_t i = 1; i < n; i++)
+        ids[i] = id;
+}
+
 /* NAME encodes n values of source type SRC (physical DST) into the page, through the dictionary
  * loop LOOP (after NARROW_LOOP while the slots are narrow, see widen_slots); stats in ST fields
- * LO/HI of the chunk stat. */
-#define DEFINE_PUT_NUM(NAME, SRC, DST, ST, LO, HI, ST_MIN, ST_MAX, ISNAN, NARROW_LOOP, LOOP)       \
+ * LO/HI of the chunk stat. A step of values of equal bits (SAME) probes its first value alone:
+ * the others take its id and, for a NaN, count as NaNs too. */
+#define DEFINE_PUT_NUM(NAME, SRC, DST, ST, LO, HI, ST_MIN, ST_MAX, ISNAN, SAME, NARROW_LOOP, LOOP) \
     static firn_rc NAME(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,     \
                         size_t n)                                                                  \
     {                                                                                              \
@@ -434,14 +480,20 @@ DEFINE_DICT_LOOP(dict_f64, double, double, uint64_t, slot8, grow_slot8, double, 
             uint32_t *ids = ids_reserve(cw, n);                                                    \
             firn_rc rc = FIRN_OK;                                                                  \
             size_t i = 0;                                                                          \
+            bool same = n > 1 && SAME(src, idx, base, n);                                          \
+            size_t end = same ? 1 : n;                                                             \
             if (NARROW_LOOP != LOOP && d->slot_bytes == sizeof(slot4)) {                           \
-                i = NARROW_LOOP(d, src, idx, base, 0, n, ids, &lo, &hi, &nans, &rc);               \
-                if (i < n && !rc)                                                                  \
+                i = NARROW_LOOP(d, src, idx, base, 0, end, ids, &lo, &hi, &nans, &rc);             \
+                if (i < end && !rc)                                                                \
                     widen_slots(d);                                                                \
             }                                                                                      \
-            if (i < n && !rc)                                                                      \
-                i = LOOP(d, src, idx, base, i, n, ids, &lo, &hi, &nans, &rc);                      \
+            if (i < end && !rc)                                                                    \
+                i = LOOP(d, src, idx, base, i, end, ids, &lo, &hi, &nans, &rc);                    \
             FIRN_TRY(rc);                                                                          \
+            if (same) {                                                                            \
+                fill_ids(ids, n);                                                                  \
+                nans *= n;                                                                         \
+            }                                                                                      \
             cw->n_ids += n;                                                                        \
         } else {                                                                                   \
             FIRN_TRY(firn_buf_reserve(&cw->plain, n * sizeof(DST)));                               \
@@ -474,6 +526,7 @@ DEFINE_PUT_NUM(put_i32,
                INT64_MIN,
                INT64_MAX,
                NO_NAN,
+               same_bits32,
                dict_i32,
                dict_i32)
 DEFINE_PUT_NUM(put_i32_i64,
@@ -485,6 +538,7 @@ DEFINE_PUT_NUM(put_i32_i64,
                INT64_MIN,
                INT64_MAX,
                NO_NAN,
+               same_bits64,
                dict_i32_i64,
                dict_i32_i64)
 DEFINE_PUT_NUM(put_i64,
@@ -496,12 +550,33 @@ DEFINE_PUT_NUM(put_i64,
                INT64_MIN,
                INT64_MAX,
                NO_NAN,
+               same_bits64,
                dict_i64_narrow,
                dict_i64)
-DEFINE_PUT_NUM(
-    put_f32, float, float, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN, dict_f32, dict_f32)
-DEFINE_PUT_NUM(
-    put_f64, double, double, double, dmin, dmax, -INFINITY, INFINITY, IS_NAN, dict_f64, dict_f64)
+DEFINE_PUT_NUM(put_f32,
+               float,
+               float,
+               double,
+               dmin,
+               dmax,
+               -INFINITY,
+               INFINITY,
+               IS_NAN,
+               same_bits32,
+               dict_f32,
+               dict_f32)
+DEFINE_PUT_NUM(put_f64,
+               double,
+               double,
+               double,
+               dmin,
+               dmax,
+               -INFINITY,
+               INFINITY,
+               IS_NAN,
+               same_bits64,
+               dict_f64,
+               dict_f64)
 
 static firn_rc
 put_bool(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
@@ -629,6 +704,34 @@ static firn_rc dict_add_bytes(pq_dict *d, const uint8_t *p, uint32_t len, uint64
     return FIRN_OK;
 }
 
+/* Whether the n > 0 byte arrays at data (value j from off[idx[j]], or off[base + j] without
+ * idx) all equal the first. Without idx the values are contiguous: they are equal when their
+ * offsets step by the first one's length and their bytes repeat with that period (the bytes
+ * after the first value equal the bytes from the first value on). */
+static bool
+same_bytes(const uint32_t *off, const uint8_t *data, const uint32_t *idx, size_t base, size_t n)
+{
+    size_t s0 = idx ? idx[0] : base;
+    const uint32_t o0 = off[s0], len = off[s0 + 1] - o0;
+    if (idx) {
+        for (size_t j = 1; j < n; j++) {
+            size_t s = idx[j];
+            if (off[s + 1] - off[s] != len || !bytes_equal(data + off[s], data + o0, len))
+                return false;
+        }
+        return true;
+    }
+    for (size_t i = 0; i < n; i += SAME_BLOCK) {
+        size_t end = n - i < SAME_BLOCK ? n : i + SAME_BLOCK;
+        uint32_t acc = 0;
+        for (size_t j = i; j < end; j++)
+            acc |= off[base + j + 1] - off[base + j] - len;
+        if (acc)
+            return false;
+    }
+    return memcmp(data + o0 + len, data + o0, (n - 1) * (size_t)len) == 0;
+}
+
 static firn_rc
 put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base, size_t n)
 {
@@ -639,7 +742,10 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
     uint32_t prev_e = 0; /* id + 1 of the previous value: runs skip the hash probe */
     const uint8_t *prev_p = NULL;
     uint32_t prev_len = 0;
-    for (size_t i = 0; i < n; i++) {
+    /* a step of equal values (_firn_op) probes its first value alone, the rest take its id */
+    bool same = cw->dict_on && n > 1 && same_bytes(off, data, idx, base, n);
+    size_t end = same ? 1 : n;
+    for (size_t i = 0; i < end; i++) {
         size_t s = idx ? idx[i] : base + i;
         const uint8_t *p = data + off[s];
         uint32_t len = off[s + 1] - off[s];
@@ -677,6 +783,8 @@ put_bytes(pq_colw *cw, const firn_column *col, const uint32_t *idx, size_t base,
         prev_p = p;
         prev_len = len;
     }
+    if (same)
+        fill_ids(ids, n);
     if (cw->dict_on)
         cw->n_ids += n;
     cw->page_values += n;

@@ -634,6 +634,213 @@ T_TEST(row_group_value_bytes)
     firn_field_free(s);
 }
 
+/* ---- steps of equal values (the writer probes their first value alone) --------------------- */
+
+enum { EQ_SEG = 4096, EQ_SEGS = 12 };
+enum { E_INT, E_LONG, E_DEC9, E_DEC15, E_FLOAT, E_DOUBLE, E_STR, E_TSTZ, E_COLS };
+
+/* What row r holds, by segment of EQ_SEG rows (a writer step when there are no nulls and pages
+ * are long): one value; one value but the last; a value already in the dictionary; a new value
+ * but the first; NaN; NaN with another payload in the middle; -0.0; 0.0; a key wider than 32
+ * bits; empty strings; "a" and "aa" in turn (bytes of period 1, offsets not); distinct values. */
+typedef enum eq_kind {
+    K_A,
+    K_B,
+    K_C,
+    K_NAN,
+    K_NAN2,
+    K_NEG0,
+    K_POS0,
+    K_BIG,
+    K_EMPTY,
+    K_A1,
+    K_A2,
+    K_ROW
+} eq_kind;
+
+static eq_kind eq_kind_of(size_t r)
+{
+    size_t in = r % EQ_SEG;
+    switch (r / EQ_SEG) {
+    case 0:
+        return K_A;
+    case 1:
+        return in == EQ_SEG - 1 ? K_B : K_A;
+    case 2:
+        return K_B;
+    case 3:
+        return in == 0 ? K_A : K_C;
+    case 4:
+        return K_NAN;
+    case 5:
+        return in == 2000 ? K_NAN2 : K_NAN;
+    case 6:
+        return K_NEG0;
+    case 7:
+        return K_POS0;
+    case 8:
+        return K_BIG;
+    case 9:
+        return K_EMPTY;
+    case 10:
+        return in % 2 ? K_A2 : K_A1;
+    default:
+        return K_ROW;
+    }
+}
+
+static firn_field *eq_schema(void)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "i", FIRN_TYPE_INT, false));
+    firn_field_add(s, firn_field_new(2, "l", FIRN_TYPE_LONG, false));
+    firn_field_add(s, firn_field_new_decimal(3, "d9", 9, 2, false));
+    firn_field_add(s, firn_field_new_decimal(4, "d15", 15, 2, false));
+    firn_field_add(s, firn_field_new(5, "f", FIRN_TYPE_FLOAT, false));
+    firn_field_add(s, firn_field_new(6, "d", FIRN_TYPE_DOUBLE, false));
+    firn_field_add(s, firn_field_new(7, "s", FIRN_TYPE_STRING, false));
+    firn_field_add(s, firn_field_new(8, "tz", FIRN_TYPE_TIMESTAMPTZ, false));
+    return s;
+}
+
+static int64_t eq_int(eq_kind k, size_t r, int64_t big)
+{
+    static const int64_t v[] = {7, -3, 12345, 99, 98, -1, 0, 0, 5, 7, 7};
+    if (k == K_BIG)
+        return big;
+    return k == K_ROW ? (int64_t)r : v[k];
+}
+
+static void eq_row(firn_batch *b, size_t r, bool nulls)
+{
+    static const uint32_t f_bits[] = {0x7FC00000u, 0x7FC00001u, 0x80000000u, 0u};
+    static const uint64_t d_bits[] = {0x7FF8000000000000ull, 0xFFF8000000000001ull,
+                                      0x8000000000000000ull, 0ull};
+    /* K_B as long as K_A: only its bytes differ */
+    static const char *const strs[] = {"seven", "sevem", "twelve", "nan", "nan2", "-0",
+                                       "0",     "big",   "",       "a",   "aa"};
+    eq_kind k = eq_kind_of(r);
+    for (size_t c = 0; c < E_COLS; c++) {
+        firn_column *col = firn_batch_column(b, c);
+        if (nulls && r % 5 == 4 && (c + r / EQ_SEG) % 3 != 0) {
+            firn_column_append_null(col);
+            continue;
+        }
+        float f = (float)eq_int(k, r, 1 << 20);
+        double d = (double)eq_int(k, r, (int64_t)1 << 40);
+        if (k >= K_NAN && k <= K_POS0) {
+            memcpy(&f, &f_bits[k - K_NAN], 4);
+            memcpy(&d, &d_bits[k - K_NAN], 8);
+        }
+        char str[32];
+        switch (c) {
+        case E_INT:
+            firn_column_append_i32(col, (int32_t)eq_int(k, r, INT32_MIN));
+            break;
+        case E_DEC9:
+            firn_column_append_i64(col, eq_int(k, r, -999999999));
+            break;
+        case E_FLOAT:
+            firn_column_append_float(col, f);
+            break;
+        case E_DOUBLE:
+            firn_column_append_double(col, d);
+            break;
+        case E_STR:
+            if (k == K_ROW)
+                firn_column_append_bytes(col, str, (size_t)snprintf(str, sizeof(str), "r%zu", r));
+            else
+                firn_column_append_bytes(col, strs[k], strlen(strs[k]));
+            break;
+        default: /* long, decimal(15, 2), timestamptz: keys past 32 bits widen the slots */
+            firn_column_append_i64(col, eq_int(k, r, (int64_t)1 << 40));
+        }
+    }
+    T_OK(firn_batch_end_row(b, FIRN_OP_INSERT, 0, NULL));
+}
+
+/* Column c of a and b hold the same values, bit for bit (NaN payloads, -0.0). */
+static void eq_same_column(const firn_batch *a, const firn_batch *b, size_t c, size_t rows)
+{
+    const firn_column *x = firn_batch_column((firn_batch *)a, c);
+    const firn_column *y = firn_batch_column((firn_batch *)b, c);
+    size_t w = c == E_INT || c == E_FLOAT ? 4 : 8;
+    for (size_t r = 0; r < rows; r++) {
+        T_EQ_INT(firn_column_is_valid(y, r), firn_column_is_valid(x, r));
+        if (!firn_column_is_valid(x, r))
+            continue;
+        bool same;
+        if (c == E_STR) {
+            const uint32_t *ox = firn_column_offsets(x), *oy = firn_column_offsets(y);
+            same = ox[r + 1] - ox[r] == oy[r + 1] - oy[r] &&
+                   memcmp(firn_column_data(x) + ox[r], firn_column_data(y) + oy[r],
+                          ox[r + 1] - ox[r]) == 0;
+        } else {
+            same = memcmp((const uint8_t *)firn_column_values(x) + r * w,
+                          (const uint8_t *)firn_column_values(y) + r * w, w) == 0;
+        }
+        if (!same) {
+            T_FAIL("column %zu row %zu (kind %d) differs", c, r, (int)eq_kind_of(r));
+            return;
+        }
+    }
+}
+
+/* Steps whose values are all equal take the writer's short path (one probe, one id for the
+ * step); these files read back value for value, with pages of 20000 rows (steps of 4096 rows
+ * lined up with the segments of eq_kind_of) and of 3000 (steps across segments), without nulls
+ * and with nulls inside the equal steps; the NaN counts cover every NaN of an equal step. */
+T_TEST(equal_value_steps_read_back)
+{
+    firn_field *s = eq_schema();
+    const size_t rows = EQ_SEGS * EQ_SEG;
+    for (int variant = 0; variant < 4; variant++) {
+        bool nulls = variant & 1;
+        firn_batch *src = firn_batch_new(s);
+        uint64_t nans[E_COLS] = {0};
+        for (size_t r = 0; r < rows; r++) {
+            eq_row(src, r, nulls);
+            eq_kind k = eq_kind_of(r);
+            for (size_t c = E_FLOAT; c <= E_DOUBLE; c++)
+                nans[c] += (k == K_NAN || k == K_NAN2) &&
+                           firn_column_is_valid(firn_batch_column(src, c), r);
+        }
+        firn_pq_options o;
+        firn_pq_options_init(&o);
+        o.page_rows = variant & 2 ? 3000 : 20000;
+        firn_err err = {0};
+        firn_buf file;
+        firn_buf_init(&file, (size_t)1 << 30);
+        firn_pq_writer *w;
+        T_OK_ERR(firn_pq_writer_new(s, &o, mem_write, &file, &w, &err), &err);
+        T_OK_ERR(firn_pq_writer_write(w, src, &err), &err);
+        T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+        firn_pq_file_metrics fm;
+        firn_pq_writer_take_metrics(w, &fm);
+        firn_pq_writer_free(w);
+        T_EQ_UINT(fm.n_fields, E_COLS);
+        for (size_t c = E_FLOAT; c <= E_DOUBLE; c++)
+            T_EQ_UINT(fm.fields[c].nan_count, nans[c]);
+        T_TRUE(nans[E_FLOAT] > 2 * EQ_SEG - 2 * EQ_SEG / 5 - 2);
+        firn_pq_file_metrics_deinit(&fm);
+
+        firn_pq_reader *r;
+        T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
+        T_OK_ERR(firn_pq_reader_select(r, s, &err), &err);
+        T_EQ_UINT(firn_pq_reader_row_groups(r), 1);
+        firn_batch *b = firn_batch_new(s);
+        T_OK_ERR(firn_pq_reader_read_row_group(r, 0, b, &err), &err);
+        T_EQ_UINT(firn_batch_rows(b), rows);
+        for (size_t c = 0; c < E_COLS; c++)
+            eq_same_column(src, b, c, rows);
+        firn_batch_free(b);
+        firn_pq_reader_free(r);
+        firn_buf_deinit(&file);
+        firn_batch_free(src);
+    }
+    firn_field_free(s);
+}
+
 T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(roundtrip_snappy),
        T_CASE(roundtrip_gzip),
@@ -648,4 +855,5 @@ T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(byte_stream_split),
        T_CASE(corrupt_files),
        T_CASE(not_parquet),
-       T_CASE(row_group_value_bytes))
+       T_CASE(row_group_value_bytes),
+       T_CASE(equal_value_steps_read_back))
