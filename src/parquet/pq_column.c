@@ -1003,7 +1003,8 @@ static firn_rc null_in_required(const pq_colw *cw, size_t k, firn_err *err)
 
 /* Definition levels (0 or 1) of rows [r, r + n) from a validity bitmap into d, and the row of
  * each present value into vidx; returns the present values. Whole bytes of the bitmap with no
- * null (the rule in most columns) take a short path. */
+ * null (the rule in most columns) or only nulls (a column null in a whole batch, such as
+ * _firn_commit_ts in a backfill) take short paths. */
 static size_t
 levels_from_validity(const uint8_t *valid, size_t r, size_t n, uint8_t *d, uint32_t *vidx)
 {
@@ -1024,6 +1025,8 @@ levels_from_validity(const uint8_t *valid, size_t r, size_t n, uint8_t *d, uint3
                 vidx[nv + j] = (uint32_t)(r + i) + j;
             nv += 8;
         }
+        for (; n - i >= 8 && valid[(r + i) >> 3] == 0; i += 8)
+            memset(d + i, 0, 8);
         if (i == n)
             return nv;
         size_t s = r + i; /* a byte with a null, or the tail */
