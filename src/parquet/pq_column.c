@@ -423,33 +423,39 @@ DEFINE_DICT_LOOP(dict_f64, double, double, uint64_t, slot8, grow_slot8, double, 
  * batch) is OR-ed 16 compares a block, which compilers vectorise. */
 #define SAME_BLOCK 16
 
-/* Whether the n > 0 values of W bits (U) at src (value j at src[idx[j]], or src[base + j]
- * without idx) all have the bits of the first: a NaN equals a NaN of the same bits, as its key
- * does; -0.0 differs from 0.0. */
+/* Whether the n > 0 values of type U at src (value j at src[idx[j]], or src[base + j] without
+ * idx) all have the bits of the first: a NaN equals a NaN of the same bits, as its key does;
+ * -0.0 differs from 0.0. Whole blocks first (a constant trip count: unrolled, vectorised),
+ * then the rest. */
+#define SAME_AT(J) (idx ? (size_t)idx[J] : base + (J))
 #define DEFINE_SAME(NAME, U)                                                                       \
-    static bool NAME(const void *src, const uint32_t *idx, size_t base, size_t n)                  \
+    static bool NAME##_at(const uint8_t *p, const uint32_t *idx, size_t base, size_t n, U first)   \
     {                                                                                              \
-        const uint8_t *p = src;                                                                    \
-        U first, x;                                                                                \
-        memcpy(&first, p + (idx ? idx[0] : base) * sizeof(U), sizeof(U));                          \
-        for (size_t i = 0; i < n; i += SAME_BLOCK) {                                               \
-            size_t end = n - i < SAME_BLOCK ? n : i + SAME_BLOCK;                                  \
+        U x;                                                                                       \
+        size_t i = 0;                                                                              \
+        for (; n - i >= SAME_BLOCK; i += SAME_BLOCK) {                                             \
             U acc = 0;                                                                             \
-            if (idx) {                                                                             \
-                for (size_t j = i; j < end; j++) {                                                 \
-                    memcpy(&x, p + (size_t)idx[j] * sizeof(U), sizeof(U));                         \
-                    acc |= x ^ first;                                                              \
-                }                                                                                  \
-            } else {                                                                               \
-                for (size_t j = i; j < end; j++) {                                                 \
-                    memcpy(&x, p + (base + j) * sizeof(U), sizeof(U));                             \
-                    acc |= x ^ first;                                                              \
-                }                                                                                  \
+            for (size_t j = 0; j < SAME_BLOCK; j++) {                                              \
+                memcpy(&x, p + SAME_AT(i + j) * sizeof(U), sizeof(U));                             \
+                acc |= x ^ first;                                                                  \
             }                                                                                      \
             if (acc)                                                                               \
                 return false;                                                                      \
         }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            memcpy(&x, p + SAME_AT(i) * sizeof(U), sizeof(U));                                     \
+            if (x != first)                                                                        \
+                return false;                                                                      \
+        }                                                                                          \
         return true;                                                                               \
+    }                                                                                              \
+    static bool NAME(const void *src, const uint32_t *idx, size_t base, size_t n)                  \
+    {                                                                                              \
+        U first;                                                                                   \
+        memcpy(&first, (const uint8_t *)src + SAME_AT(0) * sizeof(U), sizeof(U));                  \
+        if (idx)                                                                                   \
+            return NAME##_at(src, idx, 0, n, first);                                               \
+        return NAME##_at(src, NULL, base, n, first);                                               \
     }
 
 DEFINE_SAME(same_bits32, uint32_t)
