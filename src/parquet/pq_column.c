@@ -10,6 +10,10 @@
 #define STEP_VALUES     4096 /* values encoded between page-size checks */
 #define DICT_INIT_BYTES 4096 /* slot table of a new or emptied dictionary */
 #define BUF_MAX         ((size_t)1 << 40)
+/* Bytes kept free in front of a page's PLAIN values (pq_colw.plain) for its levels: the levels
+ * of a page without nulls (4-byte length, varint, value) or with a few null runs go there, and
+ * the page is compressed from the PLAIN buffer in place instead of from a copy. */
+#define LEVELS_ROOM 32
 
 /* Slots of the dictionaries of 4- and 8-byte values (int32, int64, float, double): the value's
  * bits next to its id + 1 (0 = empty), so that a probe reads one cache line instead of a slot
@@ -91,13 +95,30 @@ static void dict_reset(pq_dict *d)
     firn_buf_reset(&d->plain);
 }
 
+/* Empties the page's PLAIN values, keeping LEVELS_ROOM bytes in front of them. */
+static void plain_clear(pq_colw *cw)
+{
+    firn_buf_reset(&cw->plain);
+    firn_rc rc = firn_buf_reserve(&cw->plain, LEVELS_ROOM);
+    FIRN_ASSERT(rc == FIRN_OK); /* far below the buffer's maximum */
+    memset(cw->plain.data, 0, LEVELS_ROOM + 1);
+    cw->plain.len = LEVELS_ROOM;
+}
+
+/* Bytes of the page's PLAIN values. */
+static size_t plain_bytes(const pq_colw *cw)
+{
+    return cw->plain.len - LEVELS_ROOM;
+}
+
 void firn__pq_colw_init(pq_colw *cw, const pq_leaf *leaf, const firn_pq_options *opts)
 {
     memset(cw, 0, sizeof(*cw));
     cw->leaf = leaf;
     cw->opts = opts;
     cw->value_width = kind_width(leaf);
-    firn_buf_init(&cw->plain, PQ_PAGE_MAX);
+    firn_buf_init(&cw->plain, LEVELS_ROOM + PQ_PAGE_MAX);
+    plain_clear(cw);
     firn_buf_init(&cw->pages, BUF_MAX);
     dict_init(&cw->dict, slot_bytes(leaf));
     cw->dict_on = leaf->kind != PQK_BOOL;
@@ -867,11 +888,13 @@ static int dict_bit_width(const pq_dict *d)
     return bw ? bw : 1;
 }
 
-/* Appends header + (compressed) body of a page to out; returns the header size. */
+/* Appends header + (compressed) body of a page (len bytes at body) to out; returns the header
+ * size. */
 static firn_rc emit_page(pq_codec *codec,
                          firn_buf *out,
                          firn_buf *comp,
-                         const firn_buf *body,
+                         const uint8_t *body,
+                         size_t len,
                          int type,
                          int32_t num_values,
                          int encoding,
@@ -879,15 +902,13 @@ static firn_rc emit_page(pq_codec *codec,
                          firn_err *err)
 {
     firn_buf_reset(comp);
-    FIRN_TRY(firn__pq_compress(codec, comp, body->data ? body->data : (const uint8_t *)"",
-                               body->len, err));
-    if (body->len > INT32_MAX || comp->len > INT32_MAX)
-        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "parquet page of %zu bytes too large",
-                            body->len);
+    FIRN_TRY(firn__pq_compress(codec, comp, body ? body : (const uint8_t *)"", len, err));
+    if (len > INT32_MAX || comp->len > INT32_MAX)
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "parquet page of %zu bytes too large", len);
     size_t before = out->len;
     pq_tw w;
     firn__pq_tw_init(&w, out);
-    firn__pq_page_header(&w, type, body->len, comp->len, num_values, encoding, true);
+    firn__pq_page_header(&w, type, len, comp->len, num_values, encoding, true);
     FIRN_TRY(w.rc);
     *out_header = out->len - before;
     return firn_buf_append(out, comp->data, comp->len);
@@ -917,20 +938,30 @@ flush_page(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_er
         cw->dict_data_pages++;
     } else {
         if (l->kind == PQK_BOOL)
-            FIRN_TRY(pack_bools(body, cw->plain.data, cw->plain.len));
-        else
-            FIRN_TRY(firn_buf_append(body, cw->plain.data, cw->plain.len));
+            FIRN_TRY(pack_bools(body, cw->plain.data + LEVELS_ROOM, plain_bytes(cw)));
+        else if (body->len > LEVELS_ROOM)
+            FIRN_TRY(firn_buf_append(body, cw->plain.data + LEVELS_ROOM, plain_bytes(cw)));
         cw->plain_data_pages++;
     }
+    const uint8_t *page = body->data;
+    size_t page_len = body->len;
+    if (!cw->dict_on && l->kind != PQK_BOOL && body->len <= LEVELS_ROOM) {
+        /* the levels go in front of the values: the page is compressed where the values are */
+        uint8_t *at = cw->plain.data + LEVELS_ROOM - body->len;
+        if (body->len)
+            memcpy(at, body->data, body->len);
+        page = at;
+        page_len = body->len + plain_bytes(cw);
+    }
     size_t header = 0;
-    FIRN_TRY(emit_page(codec, &cw->pages, comp, body, PQ_PAGE_DATA, (int32_t)cw->n_levels, enc,
-                       &header, err));
-    cw->data_pages_uncompressed += (int64_t)(header + body->len);
+    FIRN_TRY(emit_page(codec, &cw->pages, comp, page, page_len, PQ_PAGE_DATA, (int32_t)cw->n_levels,
+                       enc, &header, err));
+    cw->data_pages_uncompressed += (int64_t)(header + page_len);
     cw->num_values += (int64_t)cw->n_levels;
     cw->n_levels = 0;
     cw->n_ids = 0;
     cw->page_values = 0;
-    firn_buf_reset(&cw->plain);
+    plain_clear(cw);
     return FIRN_OK;
 }
 
@@ -938,7 +969,7 @@ static size_t page_estimate(const pq_colw *cw)
 {
     if (cw->dict_on)
         return cw->n_ids * (size_t)dict_bit_width(&cw->dict) / 8;
-    return cw->plain.len;
+    return plain_bytes(cw);
 }
 
 size_t firn__pq_colw_buffered(const pq_colw *cw)
@@ -1247,8 +1278,8 @@ firn_rc firn__pq_colw_flush_chunk(pq_colw *cw,
         firn_buf hdr;
         firn_buf_init(&hdr, BUF_MAX);
         size_t header = 0;
-        firn_rc rc = emit_page(codec, &hdr, comp, &cw->dict.plain, PQ_PAGE_DICTIONARY,
-                               (int32_t)cw->dict.n, PQ_ENC_PLAIN, &header, err);
+        firn_rc rc = emit_page(codec, &hdr, comp, cw->dict.plain.data, cw->dict.plain.len,
+                               PQ_PAGE_DICTIONARY, (int32_t)cw->dict.n, PQ_ENC_PLAIN, &header, err);
         m->dict_page_offset = (int64_t)sink->offset;
         if (!rc)
             rc = firn__pq_sink_write(sink, hdr.data, hdr.len, err);
