@@ -888,8 +888,12 @@ static int dict_bit_width(const pq_dict *d)
     return bw ? bw : 1;
 }
 
-/* Appends header + (compressed) body of a page (len bytes at body) to out; returns the header
- * size. */
+/* Appends header + compressed body of a page (len bytes at body) to out; returns the header
+ * size. The body is compressed straight into out, behind a header written for *guess
+ * compressed bytes (the size of the column's previous page; 0: a third of len), which the real
+ * header, built in comp, overwrites: of the same length unless the two sizes' varints differ
+ * in length (1, 2, 3 bytes below 64 B, 8 KiB, 1 MiB), when the compressed bytes move to fit
+ * it. *guess becomes the compressed size. On failure out keeps its former length. */
 static firn_rc emit_page(pq_codec *codec,
                          firn_buf *out,
                          firn_buf *comp,
@@ -898,20 +902,44 @@ static firn_rc emit_page(pq_codec *codec,
                          int type,
                          int32_t num_values,
                          int encoding,
+                         size_t *guess,
                          size_t *out_header,
                          firn_err *err)
 {
-    firn_buf_reset(comp);
-    FIRN_TRY(firn__pq_compress(codec, comp, body ? body : (const uint8_t *)"", len, err));
-    if (len > INT32_MAX || comp->len > INT32_MAX)
+    if (len > INT32_MAX)
         return firn_err_set(err, FIRN_ERR_TOO_LARGE, "parquet page of %zu bytes too large", len);
-    size_t before = out->len;
+    const size_t before = out->len;
     pq_tw w;
     firn__pq_tw_init(&w, out);
-    firn__pq_page_header(&w, type, len, comp->len, num_values, encoding, true);
-    FIRN_TRY(w.rc);
-    *out_header = out->len - before;
-    return firn_buf_append(out, comp->data, comp->len);
+    firn__pq_page_header(&w, type, len, *guess ? *guess : len / 3, num_values, encoding, true);
+    firn_rc rc = w.rc;
+    const size_t guessed = out->len - before;
+    if (!rc)
+        rc = firn__pq_compress(codec, out, body ? body : (const uint8_t *)"", len, err);
+    const size_t clen = out->len - before - guessed;
+    if (!rc && clen > INT32_MAX)
+        rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "parquet page of %zu bytes too large", len);
+    firn_buf_reset(comp);
+    firn__pq_tw_init(&w, comp);
+    firn__pq_page_header(&w, type, len, clen, num_values, encoding, true);
+    if (!rc)
+        rc = w.rc;
+    if (!rc && comp->len > guessed)
+        rc = firn_buf_reserve(out, comp->len - guessed);
+    if (rc) {
+        out->len = before;
+        out->data[before] = 0;
+        return rc;
+    }
+    if (comp->len != guessed) { /* rare: the compressed bytes move to fit the header */
+        memmove(out->data + before + comp->len, out->data + before + guessed, clen);
+        out->len = before + comp->len + clen;
+        out->data[out->len] = 0;
+    }
+    memcpy(out->data + before, comp->data, comp->len);
+    *guess = clen;
+    *out_header = comp->len;
+    return FIRN_OK;
 }
 
 static firn_rc
@@ -955,7 +983,7 @@ flush_page(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_er
     }
     size_t header = 0;
     FIRN_TRY(emit_page(codec, &cw->pages, comp, page, page_len, PQ_PAGE_DATA, (int32_t)cw->n_levels,
-                       enc, &header, err));
+                       enc, &cw->comp_guess, &header, err));
     cw->data_pages_uncompressed += (int64_t)(header + page_len);
     cw->num_values += (int64_t)cw->n_levels;
     cw->n_levels = 0;
@@ -1277,9 +1305,10 @@ firn_rc firn__pq_colw_flush_chunk(pq_colw *cw,
     if (cw->dict_data_pages > 0) {
         firn_buf hdr;
         firn_buf_init(&hdr, BUF_MAX);
-        size_t header = 0;
-        firn_rc rc = emit_page(codec, &hdr, comp, cw->dict.plain.data, cw->dict.plain.len,
-                               PQ_PAGE_DICTIONARY, (int32_t)cw->dict.n, PQ_ENC_PLAIN, &header, err);
+        size_t header = 0, guess = 0;
+        firn_rc rc =
+            emit_page(codec, &hdr, comp, cw->dict.plain.data, cw->dict.plain.len,
+                      PQ_PAGE_DICTIONARY, (int32_t)cw->dict.n, PQ_ENC_PLAIN, &guess, &header, err);
         m->dict_page_offset = (int64_t)sink->offset;
         if (!rc)
             rc = firn__pq_sink_write(sink, hdr.data, hdr.len, err);

@@ -233,6 +233,7 @@ typedef struct pq_colw {
     pq_dict dict;
     /* encoded pages of the row group and their totals */
     firn_buf pages;
+    size_t comp_guess; /* compressed bytes of the last data page (emit_page) */
     int64_t data_pages_uncompressed;
     int32_t dict_data_pages, plain_data_pages;
     int64_t num_values, null_count, nan_count;
