@@ -928,7 +928,8 @@ static firn_rc emit_page(pq_codec *codec,
         rc = firn_buf_reserve(out, comp->len - guessed);
     if (rc) {
         out->len = before;
-        out->data[before] = 0;
+        if (out->data)
+            out->data[before] = 0;
         return rc;
     }
     if (comp->len != guessed) { /* rare: the compressed bytes move to fit the header */
