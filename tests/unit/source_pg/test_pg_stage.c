@@ -520,31 +520,135 @@ T_TEST(numeric_fast_path_equals_per_value_decoding)
 }
 
 /* A numeric whose last base-10000 digit holds digits beyond the scale (scales 1-3 of a
- * numeric(18,s)): every such digit 0..9999, behind one integer digit (the fast path) and behind
- * leading zero digits (5 digits: the general path), must decode as the per-value decoder does,
- * exact when the digits beyond the scale are zeros, refused otherwise. */
+ * numeric(18,s): one fractional digit; 5-7: two): every such digit 0..9999, behind one integer
+ * digit (the fast path) and behind leading zero digits (the general path), must decode as the
+ * per-value decoder does, exact when the digits beyond the scale are zeros, refused otherwise. */
 T_TEST(numeric_last_digit_beyond_scale_every_value)
 {
-    for (int32_t scale = 1; scale <= 3; scale++) {
+    static const int32_t SCALES[] = {1, 2, 3, 5, 6, 7};
+    for (size_t si = 0; si < sizeof(SCALES) / sizeof(SCALES[0]); si++) {
+        int32_t scale = SCALES[si];
+        uint16_t groups = scale < 4 ? 1 : 2; /* fractional base-10000 digits */
         firn_pg_type t = {.kind = FIRN_PG_KIND_DECIMAL, .precision = 18, .scale = scale};
         t.name = (char *)"numeric";
         for (uint16_t lead = 0; lead <= 3; lead += 3) {
             for (uint32_t d = 0; d < 10000; d++) {
                 firn_buf b;
                 firn_buf_init(&b, 64);
-                put16(&b, (uint16_t)(lead + 2));    /* ndigits */
-                put16(&b, (uint16_t)lead);          /* weight: the integer digit is 10000^0 */
-                put16(&b, d % 2 ? 0x4000 : 0);      /* sign */
-                put16(&b, (uint16_t)scale);         /* dscale */
-                for (uint16_t i = 0; i < lead; i++) /* leading zero digits */
+                put16(&b, (uint16_t)(lead + 1 + groups)); /* ndigits */
+                put16(&b, (uint16_t)lead);                /* weight: the integer digit is 10000^0 */
+                put16(&b, d % 2 ? 0x4000 : 0);            /* sign */
+                put16(&b, (uint16_t)scale);               /* dscale */
+                for (uint16_t i = 0; i < lead; i++)       /* leading zero digits */
                     put16(&b, 0);
                 put16(&b, 7);
+                if (groups == 2)
+                    put16(&b, 1234);
                 put16(&b, (uint16_t)d);
                 same_numeric(&t, b.data, b.len);
                 firn_buf_deinit(&b);
             }
         }
     }
+}
+
+/* Raw numeric bytes: nd digits d after a header (weight w, sign, dscale), as numeric_send. */
+static size_t raw_numeric(
+    uint8_t *out, uint16_t w, uint16_t sign, uint16_t dscale, const uint16_t *d, uint16_t nd)
+{
+    uint16_t h[4] = {nd, w, sign, dscale};
+    for (int i = 0; i < 4; i++) {
+        out[2 * i] = (uint8_t)(h[i] >> 8);
+        out[2 * i + 1] = (uint8_t)h[i];
+    }
+    for (uint16_t i = 0; i < nd; i++) {
+        out[8 + 2 * i] = (uint8_t)(d[i] >> 8);
+        out[9 + 2 * i] = (uint8_t)d[i];
+    }
+    return 8 + 2 * (size_t)nd;
+}
+
+/* The staged decoder reuses a numeric column's last value when the next one has the same bytes:
+ * rows of a numeric(15,2) and a numeric(18,4) drawn from values that differ from one another in
+ * a single byte (sign, weight, dscale, each digit, the length: a trailing zero digit kept), NaN
+ * and infinities, nulls and repeats, must decode as the per-value decoder does. */
+T_TEST(numeric_repeats_equal_per_value_decoding)
+{
+    static const uint16_t D[][4] = {{2, 5000, 0, 0}, {2, 5001, 0, 0}, {3, 5000, 0, 0},
+                                    {1, 2, 3, 4},    {1, 2, 3, 5},    {1, 2, 4, 4},
+                                    {1, 3, 3, 4},    {0, 0, 0, 0}};
+    uint8_t vals[96][16];
+    size_t lens[96], nv = 0;
+    for (size_t k = 0; k < 8; k++) {
+        for (uint16_t nd = 1; nd <= 4; nd += (k < 3 ? 1 : 3)) {
+            lens[nv] = raw_numeric(vals[nv], nd > 2 ? 1 : 0, 0, 2, D[k], nd);
+            nv++;
+            lens[nv] = raw_numeric(vals[nv], nd > 2 ? 1 : 0, 0x4000, 2, D[k], nd);
+            nv++;
+            lens[nv] = raw_numeric(vals[nv], 0, 0, 3, D[k], nd); /* another dscale */
+            nv++;
+        }
+    }
+    lens[nv] = raw_numeric(vals[nv], 0, 0xC000, 0, NULL, 0); /* NaN: a null */
+    nv++;
+    lens[nv] = raw_numeric(vals[nv], 0, 0, 0, NULL, 0); /* zero */
+    nv++;
+    T_EQ_UINT(nv, 68);
+    firn_pg_type t1 = {.kind = FIRN_PG_KIND_DECIMAL, .precision = 15, .scale = 2};
+    firn_pg_type t2 = {.kind = FIRN_PG_KIND_DECIMAL, .precision = 18, .scale = 4};
+    t1.name = t2.name = (char *)"numeric";
+    firn_pg_column col[2] = {{.name = (char *)"a", .type = &t1, .field_id = 1},
+                             {.name = (char *)"b", .type = &t2, .field_id = 2}};
+    int32_t next_id = 3;
+    firn_pg_table tab = {.columns = col, .n_columns = 2, .name = (char *)"num"};
+    tab.qualified = (char *)"\"public\".\"num\"";
+    tab.schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+    firn_field_add(tab.schema, firn_pg_type_field(&t1, 1, "a", false, &next_id));
+    firn_field_add(tab.schema, firn_pg_type_field(&t2, 2, "b", false, &next_id));
+    firn_batch *want = firn_batch_new(tab.schema), *got = firn_batch_new(tab.schema);
+    firn_buf st;
+    firn_buf_init(&st, (size_t)1 << 24);
+    T_OK(firn_buf_append(&st, "PGCOPY\n\377\r\n\0", 11));
+    put32(&st, 0);
+    put32(&st, 0);
+    size_t last[2] = {0, 0};
+    firn_pg_decode_stats wst = {0};
+    firn_err we = {0};
+    for (int row = 0; row < 3000; row++) {
+        put16(&st, 2);
+        for (size_t c = 0; c < 2; c++) {
+            uint64_t x = next_rand();
+            size_t k = x % 3 == 0 ? last[c] : (size_t)((x >> 8) % nv); /* repeats, often */
+            last[c] = k;
+            firn_column *wc = firn_batch_column(want, c);
+            if ((x >> 20) % 13 == 0) {
+                put32(&st, 0xffffffffu);
+                firn_column_append_null(wc);
+                continue;
+            }
+            put_bytes(&st, vals[k], lens[k]);
+            firn_rc wrc = firn_pg_value_decode(col[c].type, vals[k], lens[k], wc, &wst, &we);
+            if (wrc) { /* digits beyond the scale of this column: leave the value out */
+                st.len -= 4 + lens[k];
+                put32(&st, 0xffffffffu);
+                firn_column_append_null(wc);
+            }
+        }
+        T_OK(firn_batch_end_row(want, FIRN_OP_READ, 0, NULL));
+    }
+    put16(&st, 0xffff);
+    firn_pg_copy *d = firn_pg_copy_new(&tab, got);
+    firn_err ge = {0};
+    T_OK_ERR(firn_pg_copy_feed(d, st.data, st.len, 0, &ge), &ge);
+    T_OK_ERR(firn_pg_copy_finish(d, &ge), &ge);
+    T_EQ_UINT(firn_batch_rows(got), 3000);
+    same_column(firn_batch_column(want, 0), firn_batch_column(got, 0));
+    same_column(firn_batch_column(want, 1), firn_batch_column(got, 1));
+    firn_pg_copy_free(d);
+    firn_batch_free(want);
+    firn_batch_free(got);
+    firn_buf_deinit(&st);
+    firn_field_free(tab.schema);
 }
 
 /* Text columns that take turns at large values: each column's buffer of kept bytes grows to a
@@ -613,4 +717,5 @@ T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(bad_values_fail_as_per_value_decoding),
        T_CASE(numeric_fast_path_equals_per_value_decoding),
        T_CASE(numeric_last_digit_beyond_scale_every_value),
+       T_CASE(numeric_repeats_equal_per_value_decoding),
        T_CASE(kept_text_memory_is_bounded))
