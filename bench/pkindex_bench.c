@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Primary-key index benchmark: `pkindex_bench N [--str] [--mem MiB] [--dir PATH]` loads N keys
- * (int64 ids, or strings with --str) in bulk mode as a backfill does, then measures batch lookups
- * (flush-sized batches of random live keys), single lookups and update rounds (lookup + set, as a
- * CDC flush does), checking every answer, and prints bytes per key on disk, resident memory (now
- * and peak, from /proc/self/status) and rates. Single-threaded. */
+/* Primary-key index benchmark: `pkindex_bench N [--str] [--mem MiB] [--dir PATH] [--load-only]`
+ * loads N keys (int64 ids, or strings with --str) in bulk mode as a backfill does, then measures
+ * batch lookups (flush-sized batches of random live keys), single lookups and update rounds (lookup
+ * + set, as a CDC flush does), checking every answer, and prints bytes per key on disk, resident
+ * memory (now and peak, from /proc/self/status) and rates. Single-threaded. */
 #include "engine/engine_int.h"
 
 #include <stdio.h>
@@ -97,16 +97,72 @@ static int64_t gen_of(const bench *b, uint64_t i, firn__pkloc l)
     return (int64_t)((row - b->n - i) / 7919);
 }
 
+/* The key encodings (firn_batch_key_encode) of key ids [from, from + n) into kb, and where each
+ * ends into ends[0..n), as a backfill keeps them for a chunk's rows. */
+static size_t encode_keys(const bench *b, uint64_t from, size_t n, uint8_t *kb, uint32_t *ends)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = from + i;
+        kb[len++] = 1;
+        if (!b->str) {
+            uint64_t v = id + 1;
+            for (int j = 0; j < 8; j++)
+                kb[len++] = (uint8_t)(v >> (8 * j));
+        } else {
+            char s[48];
+            int sn = snprintf(s, sizeof(s), "order-%016llx", (unsigned long long)mix(id));
+            kb[len++] = (uint8_t)sn;
+            kb[len++] = 0;
+            kb[len++] = 0;
+            kb[len++] = 0;
+            memcpy(kb + len, s, (size_t)sn);
+            len += (size_t)sn;
+        }
+        ends[i] = (uint32_t)len;
+    }
+    return len;
+}
+
+/* Adds the keys of one data file as a backfill's index_file does (eng_backfill.c). */
+static void index_file(bench *b, const uint8_t *kb, const uint32_t *ends, size_t n, uint32_t ord)
+{
+    firn_err err = {0};
+    enum { AHEAD = 8 };
+    firn__pkkey ring[AHEAD];
+    for (size_t i = 0; i < n + AHEAD; i++) {
+        if (i >= AHEAD) {
+            size_t j = i - AHEAD;
+            firn__pkloc loc = {ord, (uint32_t)j};
+            if (firn__pkindex_set(b->idx, ring[j % AHEAD], loc, false, &err))
+                die("set", &err);
+        }
+        if (i < n) {
+            uint32_t start = i ? ends[i - 1] : 0;
+            ring[i % AHEAD] = firn__pkindex_key(b->idx, kb + start, ends[i] - start);
+            firn__pkindex_prefetch(b->idx, ring[i % AHEAD]);
+        }
+    }
+}
+
+/* Bulk load as a backfill does: memtable sized for the copy, then per data file of
+ * ROWS_PER_FILE rows the kept key encodings turned into index entries. */
 static void load(bench *b)
 {
     firn_err err = {0};
     double t0 = now_s();
     if (firn__pkindex_bulk(b->idx, true, &err))
         die("bulk", &err);
-    for (uint64_t i = 0; i < b->n; i++) {
-        if (firn__pkindex_set(b->idx, key_of(b, i), loc_of(b, i, 0), false, &err))
-            die("set", &err);
+    firn__pkindex_reserve(b->idx, b->n);
+    uint8_t *kb = firn_malloc((size_t)ROWS_PER_FILE * 64);
+    uint32_t *ends = firn_malloc((size_t)ROWS_PER_FILE * sizeof(uint32_t));
+    for (uint64_t from = 0; from < b->n; from += ROWS_PER_FILE) {
+        size_t n = b->n - from < ROWS_PER_FILE ? (size_t)(b->n - from) : ROWS_PER_FILE;
+        encode_keys(b, from, n, kb, ends);
+        index_file(b, kb, ends, n, (uint32_t)(from / ROWS_PER_FILE));
     }
+    firn_free(kb);
+    firn_free(ends);
     if (firn__pkindex_bulk(b->idx, false, &err))
         die("bulk end", &err);
     double dt = now_s() - t0;
@@ -170,10 +226,11 @@ static void report(const bench *b, const char *when)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: pkindex_bench N [--str] [--mem MiB] [--dir PATH]\n");
+        fprintf(stderr, "usage: pkindex_bench N [--str] [--mem MiB] [--dir PATH] [--load-only]\n");
         return 2;
     }
     bench b = {0};
+    bool load_only = false;
     b.n = strtoull(argv[1], NULL, 10);
     firn__pkindex_opts o = {0};
     for (int i = 2; i < argc; i++) {
@@ -183,6 +240,8 @@ int main(int argc, char **argv)
             o.memory_limit = (size_t)strtoull(argv[++i], NULL, 10) << 20;
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             o.dir = argv[++i];
+        else if (strcmp(argv[i], "--load-only") == 0)
+            load_only = true;
     }
     if (b.n < 1000)
         b.n = 1000;
@@ -198,6 +257,10 @@ int main(int argc, char **argv)
            (o.memory_limit ? o.memory_limit : FIRN_PKINDEX_MEMORY_DEFAULT) >> 20);
     load(&b);
     report(&b, "after load");
+    if (load_only) {
+        firn__pkindex_free(b.idx);
+        return 0;
+    }
     printf("batch lookups (100000 per batch): %.0f keys/s\n", lookups(&b, 100000, 5, false, 1));
     printf("batch lookups (1000 per batch): %.0f keys/s\n", lookups(&b, 1000, 50, false, 2));
     printf("single lookups: %.0f keys/s\n", lookups(&b, 1, 20000, false, 3));
