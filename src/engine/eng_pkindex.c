@@ -518,6 +518,34 @@ static void mt_restore(firn__pkindex *idx, size_t n)
     firn_free(copy);
 }
 
+/* Appends the sorted slots s[0..n) to the run being written, a batch of entries at a time: the
+ * newest of equal keys only (the sort is stable: the last of them), tombstones dropped when
+ * nothing older is left to shadow. */
+static firn_rc
+emit_slots(firn__pkrun_writer *w, const pk_slot *s, size_t n, bool drop_tombs, firn_err *err)
+{
+    enum { BATCH = 512 };
+    pk_entry *batch = firn_malloc(BATCH * sizeof(*batch));
+    size_t m = 0;
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
+        if (i + 1 < n && s[i + 1].hhi == s[i].hhi && s[i + 1].hlo == s[i].hlo &&
+            s[i + 1].c == s[i].c)
+            continue;
+        if (drop_tombs && s[i].file1 == PK_TOMB)
+            continue;
+        batch[m++] = (pk_entry){slot_h(&s[i]), s[i].c, s[i].file1, s[i].pos};
+        if (m == BATCH) {
+            rc = firn__pkrun_writer_add_n(w, batch, m, err);
+            m = 0;
+        }
+    }
+    if (rc == FIRN_OK && m > 0)
+        rc = firn__pkrun_writer_add_n(w, batch, m, err);
+    firn_free(batch);
+    return rc;
+}
+
 static firn_rc write_slots(firn__pkindex *idx, size_t n, firn__pkrun **out, firn_err *err)
 {
     firn__pkrun_shape sh = {n, 0, 0, false, 0};
@@ -530,14 +558,10 @@ static firn_rc write_slots(firn__pkindex *idx, size_t n, firn__pkrun **out, firn
     firn__pkrun_writer *w = NULL;
     FIRN_TRY(firn__pkindex_ensure_dir(idx, err));
     FIRN_TRY(firn__pkrun_writer_open(idx->dir, idx->next_run_id++, &sh, &w, err));
-    for (size_t i = 0; i < n; i++) {
-        const pk_slot *s = &idx->mt[i];
-        pk_entry e = {slot_h(s), s->c, s->file1, s->pos};
-        firn_rc rc = firn__pkrun_writer_add(w, &e, err);
-        if (rc) {
-            firn__pkrun_writer_abort(w);
-            return rc;
-        }
+    firn_rc rc = emit_slots(w, idx->mt, n, false, err); /* keys unique, tombstones kept */
+    if (rc) {
+        firn__pkrun_writer_abort(w);
+        return rc;
     }
     return firn__pkrun_writer_finish(w, out, err);
 }
@@ -721,23 +745,6 @@ static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n)
     return src;
 }
 
-/* Appends the sorted slots s[0..n) to the run being written, the newest of equal keys only (the
- * sort is stable: the last of them), tombstones dropped when nothing older is left to shadow. */
-static firn_rc
-spill_emit(firn__pkrun_writer *w, const pk_slot *s, size_t n, bool drop_tombs, firn_err *err)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (i + 1 < n && s[i + 1].hhi == s[i].hhi && s[i + 1].hlo == s[i].hlo &&
-            s[i + 1].c == s[i].c)
-            continue;
-        if (drop_tombs && s[i].file1 == PK_TOMB)
-            continue;
-        pk_entry e = {slot_h(&s[i]), s[i].c, s[i].file1, s[i].pos};
-        FIRN_TRY(firn__pkrun_writer_add(w, &e, err));
-    }
-    return FIRN_OK;
-}
-
 /* The spill becomes one run (more when a partition had to be sorted in pieces), placed as the
  * newest; on error the index is as it was, spill included. */
 static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
@@ -789,7 +796,7 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
                 if (rc)
                     break;
             }
-            rc = spill_emit(w, sorted, n, drop_tombs && first, err);
+            rc = emit_slots(w, sorted, n, drop_tombs && first, err);
         }
     }
     if (rc == FIRN_OK && w) {

@@ -141,7 +141,8 @@ struct firn__pkrun_writer {
     uint32_t id;
     firn__pkrun_shape shape;
     uint8_t k, fb, pb;
-    uint8_t *out; /* WRITE_PAGES pages waiting for write(); page 0 of the file is skipped */
+    unsigned fixed; /* bits of an entry's fields: c (when has_c), file1, pos */
+    uint8_t *out;   /* WRITE_PAGES pages waiting for write(); page 0 of the file is skipped */
     uint32_t out_n;
     uint8_t page[PK_PAGE + PK_PAGE_PAD];
     size_t bitpos;
@@ -197,6 +198,7 @@ firn_rc firn__pkrun_writer_open(const char *dir,
     w->k = rice_k(shape->n_upper);
     w->fb = (uint8_t)bits_for(shape->max_file1);
     w->pb = (uint8_t)bits_for(shape->max_pos);
+    w->fixed = (shape->has_c ? 32u : 0u) + w->fb + w->pb;
     w->out = firn_malloc((size_t)WRITE_PAGES * PK_PAGE);
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
@@ -262,11 +264,6 @@ static firn_rc emit_page(firn__pkrun_writer *w, firn_err *err)
     return FIRN_OK;
 }
 
-static unsigned fixed_bits(const firn__pkrun_writer *w)
-{
-    return (w->shape.has_c ? 32u : 0u) + w->fb + w->pb;
-}
-
 static void start_page(firn__pkrun_writer *w, const pk_entry *e)
 {
     memset(w->page, 0, sizeof(w->page));
@@ -279,27 +276,23 @@ static void start_page(firn__pkrun_writer *w, const pk_entry *e)
     w->fences[w->n_pages] = e->h;
 }
 
-/* Whether e goes to a new page: the current one is full, or e (and its anchor) would not fit. */
-static bool page_full(const firn__pkrun_writer *w, const pk_entry *e)
+/* put_bits of n <= 56 bits whose value v has no bits above them: one load and store. */
+static inline void put_short(uint8_t *p, size_t *pos, uint64_t v, unsigned n)
 {
-    if (w->page_n == 0)
-        return false;
-    if (w->page_n == PK_PAGE_MAX_ENTRIES)
-        return true;
-    uint64_t q = (e->h - w->prev_h) >> w->k;
-    size_t bits = fixed_bits(w) + (q < RICE_ESC ? q + 1 + w->k : RICE_ESC + 64);
-    size_t anchors = w->n_anchors + (w->page_n % PK_ANCHOR_EVERY == 0 ? 1 : 0);
-    return w->bitpos + bits + anchors * PK_ANCHOR_BYTES * 8 > (size_t)PK_PAGE * 8;
+    uint8_t *at = p + (*pos >> 3);
+    st64(at, ld64(at) | v << (*pos & 7));
+    *pos += n;
 }
 
-static void put_delta(firn__pkrun_writer *w, uint64_t delta)
+/* Writes delta (quotient q = delta >> k) Rice-coded: q ones, a zero, the low k bits; from
+ * RICE_ESC on, RICE_ESC ones and the raw 64 bits. */
+static void put_delta(firn__pkrun_writer *w, uint64_t delta, uint64_t q)
 {
-    uint64_t q = delta >> w->k;
     if (q < RICE_ESC) {
         uint64_t ones = (1ull << q) - 1; /* q ones, a zero */
-        if (q + 1 + w->k <= 64) {        /* one store: the same bits in the same order */
-            put_bits(w->page, &w->bitpos, ones | low_bits(delta, w->k) << (q + 1),
-                     (unsigned)q + 1 + w->k);
+        unsigned n = (unsigned)q + 1 + w->k;
+        if (n <= 56) { /* one store: the same bits in the same order */
+            put_short(w->page, &w->bitpos, ones | low_bits(delta, w->k) << (q + 1), n);
         } else {
             put_bits(w->page, &w->bitpos, ones, (unsigned)q + 1);
             put_bits(w->page, &w->bitpos, delta, w->k);
@@ -310,34 +303,53 @@ static void put_delta(firn__pkrun_writer *w, uint64_t delta)
     }
 }
 
+/* An anchor for the entry of hash h about to be written: its hash and where its fields start. */
+static void put_anchor(firn__pkrun_writer *w, uint64_t h)
+{
+    uint8_t *a = w->anchors + (size_t)w->n_anchors++ * PK_ANCHOR_BYTES;
+    st64(a, h);
+    a[8] = (uint8_t)w->bitpos;
+    a[9] = (uint8_t)(w->bitpos >> 8);
+    a[10] = (uint8_t)(w->bitpos >> 16);
+    a[11] = (uint8_t)w->page_n;
+    a[12] = (uint8_t)(w->page_n >> 8);
+}
+
+/* Writes e's hash delta (and anchor) to the current page, or starts a new page with e when the
+ * page is full or e (and its anchor) would not fit. */
+static firn_rc put_hash(firn__pkrun_writer *w, const pk_entry *e, firn_err *err)
+{
+    if (w->page_n > 0) {
+        uint64_t delta = e->h - w->prev_h;
+        uint64_t q = delta >> w->k;
+        size_t bits = w->fixed + (q < RICE_ESC ? q + 1 + w->k : RICE_ESC + 64);
+        bool anchor = w->page_n % PK_ANCHOR_EVERY == 0;
+        size_t anchors = w->n_anchors + (anchor ? 1 : 0);
+        if (w->page_n < PK_PAGE_MAX_ENTRIES &&
+            w->bitpos + bits + anchors * PK_ANCHOR_BYTES * 8 <= (size_t)PK_PAGE * 8) {
+            put_delta(w, delta, q);
+            if (anchor)
+                put_anchor(w, e->h);
+            return FIRN_OK;
+        }
+        FIRN_TRY(emit_page(w, err));
+    }
+    start_page(w, e);
+    return FIRN_OK;
+}
+
 firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w, const pk_entry *e, firn_err *err)
 {
     if (w->n_entries > 0)
         FIRN_ASSERT(pk_entry_cmp(&w->last, e->h, e->c) < 0);
     FIRN_ASSERT(e->file1 <= w->shape.max_file1 && e->pos <= w->shape.max_pos);
     FIRN_ASSERT(w->shape.has_c || e->c == 0);
-    if (page_full(w, e))
-        FIRN_TRY(emit_page(w, err));
-    if (w->page_n == 0) {
-        start_page(w, e);
-    } else {
-        put_delta(w, e->h - w->prev_h);
-        if (w->page_n % PK_ANCHOR_EVERY == 0) {
-            /* An anchor: the hash of this entry and where its fields start. */
-            uint8_t *a = w->anchors + (size_t)w->n_anchors++ * PK_ANCHOR_BYTES;
-            st64(a, e->h);
-            a[8] = (uint8_t)w->bitpos;
-            a[9] = (uint8_t)(w->bitpos >> 8);
-            a[10] = (uint8_t)(w->bitpos >> 16);
-            a[11] = (uint8_t)w->page_n;
-            a[12] = (uint8_t)(w->page_n >> 8);
-        }
-    }
+    FIRN_TRY(put_hash(w, e, err));
     if (w->shape.has_c)
-        put_bits(w->page, &w->bitpos, e->c, 32);
-    if (w->fb + w->pb <= 64) { /* file1 then pos, as one store */
-        put_bits(w->page, &w->bitpos, (uint64_t)e->file1 | (uint64_t)e->pos << w->fb,
-                 (unsigned)w->fb + w->pb);
+        put_short(w->page, &w->bitpos, e->c, 32);
+    if (w->fb + w->pb <= 56) { /* file1 then pos, as one store */
+        put_short(w->page, &w->bitpos, (uint64_t)e->file1 | (uint64_t)e->pos << w->fb,
+                  (unsigned)w->fb + w->pb);
     } else {
         put_bits(w->page, &w->bitpos, e->file1, w->fb);
         put_bits(w->page, &w->bitpos, e->pos, w->pb);
@@ -348,6 +360,72 @@ firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w, const pk_entry *e, firn_er
     w->n_entries++;
     if (e->file1 == PK_TOMB)
         w->n_tombs++;
+    return FIRN_OK;
+}
+
+/* Appends entries of e[0..n) to the current page while each takes the common path: a Rice code
+ * and fields of one store each, room on the page (anchor included); the writer's state stays in
+ * locals meanwhile. Returns how many were written (0: e[0] needs firn__pkrun_writer_add). */
+static size_t add_on_page(firn__pkrun_writer *w, const pk_entry *e, size_t n)
+{
+    if (w->page_n == 0 || w->fb + w->pb > 56)
+        return 0;
+    const unsigned k = w->k, fb = w->fb, fixed = w->fixed;
+    const bool has_c = w->shape.has_c;
+    const uint32_t max_file1 = w->shape.max_file1, max_pos = w->shape.max_pos;
+    uint8_t *page = w->page;
+    size_t pos = w->bitpos;
+    uint32_t page_n = w->page_n;
+    uint64_t prev_h = w->prev_h, tombs = 0;
+    size_t i = 0;
+    for (; i < n; i++) {
+        const pk_entry *x = &e[i];
+        FIRN_ASSERT(pk_entry_cmp(i ? &e[i - 1] : &w->last, x->h, x->c) < 0);
+        FIRN_ASSERT(x->file1 <= max_file1 && x->pos <= max_pos);
+        FIRN_ASSERT(has_c || x->c == 0);
+        uint64_t delta = x->h - prev_h;
+        uint64_t q = delta >> k;
+        unsigned code = (unsigned)q + 1 + k;
+        bool anchor = page_n % PK_ANCHOR_EVERY == 0;
+        size_t anchors = w->n_anchors + (anchor ? 1 : 0);
+        if (q >= RICE_ESC || code > 56 || page_n == PK_PAGE_MAX_ENTRIES ||
+            pos + code + fixed + anchors * PK_ANCHOR_BYTES * 8 > (size_t)PK_PAGE * 8)
+            break;
+        put_short(page, &pos, ((1ull << q) - 1) | low_bits(delta, k) << (q + 1), code);
+        if (anchor) {
+            w->bitpos = pos;
+            w->page_n = page_n;
+            put_anchor(w, x->h);
+        }
+        if (has_c)
+            put_short(page, &pos, x->c, 32);
+        put_short(page, &pos, (uint64_t)x->file1 | (uint64_t)x->pos << fb, fb + w->pb);
+        page_n++;
+        prev_h = x->h;
+        tombs += x->file1 == PK_TOMB;
+    }
+    if (i > 0) {
+        w->bitpos = pos;
+        w->page_n = page_n;
+        w->prev_h = prev_h;
+        w->last = e[i - 1];
+        w->n_entries += i;
+        w->n_tombs += tombs;
+    }
+    return i;
+}
+
+firn_rc firn__pkrun_writer_add_n(firn__pkrun_writer *w, const pk_entry *e, size_t n, firn_err *err)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t done = add_on_page(w, e + i, n - i);
+        i += done;
+        if (done == 0) {
+            FIRN_TRY(firn__pkrun_writer_add(w, &e[i], err));
+            i++;
+        }
+    }
     return FIRN_OK;
 }
 
