@@ -722,21 +722,47 @@ static bool radix_starts(size_t count[256], size_t n, unsigned first_digit)
     return true;
 }
 
-/* Sorts s[0..n) by (h, c), stably: a least-significant-digit radix sort of the upper 32 hash
- * bits, 8 a pass (a digit the same for every slot, such as the partition's, is skipped), into
- * tmp or s, then sort_slots for what those bits leave unordered (a few neighbours). Returns where
- * the sorted slots are. */
-static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n)
+/* Digits of the spill's radix sort, lowest first: SPILL_DIGIT_BITS bits of a slot's hhi each
+ * (the last one what is left of its 32). */
+#define SPILL_DIGIT_BITS 12u
+#define SPILL_DIGIT_N    (1u << SPILL_DIGIT_BITS)
+#define SPILL_DIGITS     ((32u + SPILL_DIGIT_BITS - 1) / SPILL_DIGIT_BITS)
+#define SPILL_COUNT_N    (SPILL_DIGITS * SPILL_DIGIT_N)
+
+static inline uint32_t spill_digit(uint32_t hhi, unsigned d)
 {
+    return (hhi >> (d * SPILL_DIGIT_BITS)) & (SPILL_DIGIT_N - 1);
+}
+
+/* Sorts s[0..n) by (h, c), stably: a least-significant-digit radix sort of the upper 32 hash
+ * bits in digits of 12, 12 and 8 bits, all counted in one pass (a digit the same for every slot,
+ * such as the partition's top 8 bits, moves nothing and is skipped), into tmp or s, then
+ * sort_slots for what those bits leave unordered (a few neighbours). count is SPILL_COUNT_N
+ * counters of scratch. Returns where the sorted slots are. */
+static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n, uint32_t *count)
+{
+    FIRN_ASSERT(n <= UINT32_MAX);
     pk_slot *src = s, *dst = tmp;
-    for (unsigned shift = 0; shift < 32 && n > 1; shift += 8) {
-        size_t count[256] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[(src[i].hhi >> shift) & 0xFF]++;
-        if (!radix_starts(count, n, (src[0].hhi >> shift) & 0xFF))
+    if (n < 2)
+        return src;
+    memset(count, 0, SPILL_COUNT_N * sizeof(*count));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t hhi = s[i].hhi;
+        for (unsigned d = 0; d < SPILL_DIGITS; d++)
+            count[d * SPILL_DIGIT_N + spill_digit(hhi, d)]++;
+    }
+    for (unsigned d = 0; d < SPILL_DIGITS; d++) {
+        uint32_t *c = count + d * SPILL_DIGIT_N;
+        if (c[spill_digit(src[0].hhi, d)] == n)
             continue;
+        uint32_t at = 0;
+        for (uint32_t v = 0; v < SPILL_DIGIT_N; v++) {
+            uint32_t k = c[v];
+            c[v] = at;
+            at += k;
+        }
         for (size_t i = 0; i < n; i++)
-            dst[count[(src[i].hhi >> shift) & 0xFF]++] = src[i];
+            dst[c[spill_digit(src[i].hhi, d)]++] = src[i];
         pk_slot *t = src;
         src = dst;
         dst = t;
@@ -758,6 +784,7 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
     size_t max_n = idx->mt_cap_max / 2 > sp->buf_slots ? idx->mt_cap_max / 2 : sp->buf_slots;
     pk_slot *a = firn_malloc(max_n * sizeof(pk_slot));
     pk_slot *b = firn_malloc(max_n * sizeof(pk_slot));
+    uint32_t *count = firn_malloc(SPILL_COUNT_N * sizeof(uint32_t));
     bool drop_tombs = idx->n_runs == 0;
     firn__pkrun_shape sh = {sp->n, sp->max_file1, sp->max_pos, sp->has_c, 0};
     sh.level = size_level(idx, sp->n);
@@ -781,7 +808,7 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
             }
             if (rc)
                 break;
-            const pk_slot *sorted = spill_sort(a, b, n);
+            const pk_slot *sorted = spill_sort(a, b, n, count);
             if (w && !first) {
                 firn__pkrun *r = NULL;
                 rc = firn__pkrun_writer_finish(w, &r, err);
@@ -811,6 +838,7 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
     firn__pkrun_writer_abort(w);
     firn_free(a);
     firn_free(b);
+    firn_free(count);
     if (rc == FIRN_OK) {
         for (size_t i = 0; i < n_out; i++) { /* the later run, the newer */
             out[i]->level = sh.level;
