@@ -128,21 +128,15 @@ static size_t encode_keys(const bench *b, uint64_t from, size_t n, uint8_t *kb, 
 static void index_file(bench *b, const uint8_t *kb, const uint32_t *ends, size_t n, uint32_t ord)
 {
     firn_err err = {0};
-    enum { AHEAD = 8 };
-    firn__pkkey ring[AHEAD];
-    for (size_t i = 0; i < n + AHEAD; i++) {
-        if (i >= AHEAD) {
-            size_t j = i - AHEAD;
-            firn__pkloc loc = {ord, (uint32_t)j};
-            if (firn__pkindex_set(b->idx, ring[j % AHEAD], loc, false, &err))
-                die("set", &err);
-        }
-        if (i < n) {
-            uint32_t start = i ? ends[i - 1] : 0;
-            ring[i % AHEAD] = firn__pkindex_key(b->idx, kb + start, ends[i] - start);
-            firn__pkindex_prefetch(b->idx, ring[i % AHEAD]);
-        }
+    enum { BLOCK = 4096 };
+    firn__pkkey *keys = firn_malloc(((n < BLOCK ? n : BLOCK) + 1) * sizeof(*keys));
+    for (size_t i = 0; i < n; i += BLOCK) {
+        size_t m = n - i < BLOCK ? n - i : BLOCK;
+        firn__pkindex_keys(b->idx, kb, i ? ends[i - 1] : 0, ends + i, m, keys);
+        if (firn__pkindex_add_new(b->idx, keys, m, ord, (uint32_t)i, &err))
+            die("add", &err);
     }
+    firn_free(keys);
 }
 
 /* Bulk load as a backfill does: memtable sized for the copy, then per data file of

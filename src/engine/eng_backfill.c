@@ -286,31 +286,22 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
     return FIRN_OK;
 }
 
-/* The index key of row `row` of the chunk's kept keys. */
-static firn__pkkey kept_key(const chunk_out *o, size_t row)
-{
-    uint32_t start = row ? o->key_end[row - 1] : 0;
-    return firn__pkindex_key(o->t->index, o->keys.data + start, o->key_end[row] - start);
-}
-
 /* Adds rows [row, row + n) of the chunk, positions 0..n of file ord, to the index as new keys
- * (the copy reads each row once), prefetching AHEAD keys ahead: each lands on a random line. */
+ * (the copy reads each row once), a block of fingerprints at a time. */
 static firn_rc index_file(chunk_out *o, size_t row, size_t n, uint32_t ord, firn_err *err)
 {
-    enum { AHEAD = 8 };
-    firn__pkkey ring[AHEAD];
-    for (size_t i = 0; i < n + AHEAD; i++) {
-        if (i >= AHEAD) {
-            size_t j = i - AHEAD;
-            firn__pkloc loc = {ord, (uint32_t)j};
-            FIRN_TRY(firn__pkindex_set(o->t->index, ring[j % AHEAD], loc, false, err));
-        }
-        if (i < n) {
-            ring[i % AHEAD] = kept_key(o, row + i);
-            firn__pkindex_prefetch(o->t->index, ring[i % AHEAD]);
-        }
+    enum { BLOCK = 4096 };
+    firn__pkkey *keys = firn_malloc(((n < BLOCK ? n : BLOCK) + 1) * sizeof(*keys));
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n && rc == FIRN_OK; i += BLOCK) {
+        size_t m = n - i < BLOCK ? n - i : BLOCK;
+        size_t r = row + i;
+        firn__pkindex_keys(o->t->index, o->keys.data, r ? o->key_end[r - 1] : 0, o->key_end + r, m,
+                           keys);
+        rc = firn__pkindex_add_new(o->t->index, keys, m, ord, (uint32_t)i, err);
     }
-    return FIRN_OK;
+    firn_free(keys);
+    return rc;
 }
 
 /* The chunk is complete: its files join the table's pending files, its keys the index. */

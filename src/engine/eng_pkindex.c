@@ -675,6 +675,32 @@ static firn_rc spill_put(pk_spill *sp, const pk_slot *s, firn_err *err)
     return part->n_buf == sp->buf_slots ? spill_write_block(sp, p, err) : FIRN_OK;
 }
 
+/* spill_put of new keys[0..n) at rows pos, pos + 1, ... of file1, in one loop: the partition
+ * buffer written when full, the spill's maximums updated once. */
+static firn_rc spill_put_keys(
+    pk_spill *sp, const firn__pkkey *keys, size_t n, uint32_t file1, uint32_t pos, firn_err *err)
+{
+    sp->n += n;
+    sp->max_file1 = file1 > sp->max_file1 ? file1 : sp->max_file1;
+    uint32_t last_pos = pos + (uint32_t)(n - 1);
+    sp->max_pos = last_pos > sp->max_pos ? last_pos : sp->max_pos;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = keys[i].h;
+        uint32_t p = (uint32_t)(h >> 56);
+        spill_part *part = &sp->parts[p];
+        pk_slot *s = &sp->buf[(size_t)p * sp->buf_slots + part->n_buf++];
+        s->hlo = (uint32_t)h;
+        s->hhi = (uint32_t)(h >> 32);
+        s->c = keys[i].c;
+        s->file1 = file1;
+        s->pos = pos + (uint32_t)i;
+        sp->has_c |= keys[i].c != 0;
+        if (part->n_buf == sp->buf_slots)
+            FIRN_TRY(spill_write_block(sp, p, err));
+    }
+    return FIRN_OK;
+}
+
 /* The memtable's entries go to a new spill, oldest state first, and the memtable shrinks to its
  * smallest size: the partition buffers take half its memory, the sort at the end all of it. */
 static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
@@ -881,8 +907,11 @@ pk_slot_for(firn__pkindex *idx, firn__pkkey k, pk_slot **out, bool *found, firn_
         *out = &idx->mt[at];
         return FIRN_OK;
     }
-    FIRN_TRY(mt_room(idx, err));
-    at = mt_probe(idx, k, found);
+    if (at == SIZE_MAX || (idx->mt_used + 1) * 4 > idx->mt_cap * MT_LOAD_4) {
+        /* the table grows or flushes (mt_room), or the probe ran off its end: probe again */
+        FIRN_TRY(mt_room(idx, err));
+        at = mt_probe(idx, k, found);
+    }
     if (at == SIZE_MAX) {
         FIRN_TRY(mt_flush(idx, err));
         at = mt_probe(idx, k, found);
@@ -897,22 +926,15 @@ pk_slot_for(firn__pkindex *idx, firn__pkkey k, pk_slot **out, bool *found, firn_
     return FIRN_OK;
 }
 
-void firn__pkindex_prefetch(const firn__pkindex *idx, firn__pkkey k)
+/* firn__pkindex_set once the index is touched: k -> (file1, pos). */
+static firn_rc set_slot(
+    firn__pkindex *idx, firn__pkkey k, uint32_t file1, uint32_t pos, bool present, firn_err *err)
 {
-    if (idx->mt_len && !idx->spill)
-        __builtin_prefetch(&idx->mt[mt_home(idx, k.h)], 1);
-}
-
-firn_rc
-firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err)
-{
-    FIRN_ASSERT(loc.file < PK_FILE_MAX);
-    firn__pkindex_touch(idx);
     if (idx->bulk && !idx->spill && idx->mt_shift == 0 &&
         (idx->mt_used + 1) * 4 > idx->mt_cap * MT_LOAD_4)
         FIRN_TRY(spill_begin(idx, err)); /* where bulk mode would flush the memtable */
     if (idx->spill) {
-        pk_slot in = {(uint32_t)k.h, (uint32_t)(k.h >> 32), k.c, loc.file + 1, loc.pos};
+        pk_slot in = {(uint32_t)k.h, (uint32_t)(k.h >> 32), k.c, file1, pos};
         FIRN_TRY(spill_put(idx->spill, &in, err));
         if (!present)
             idx->live++;
@@ -923,9 +945,60 @@ firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool prese
     FIRN_TRY(pk_slot_for(idx, k, &s, &found, err));
     if (found ? s->file1 == PK_TOMB : !present)
         idx->live++;
-    s->file1 = loc.file + 1;
-    s->pos = loc.pos;
+    s->file1 = file1;
+    s->pos = pos;
     return FIRN_OK;
+}
+
+firn_rc
+firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err)
+{
+    FIRN_ASSERT(loc.file < PK_FILE_MAX);
+    firn__pkindex_touch(idx);
+    return set_slot(idx, k, loc.file + 1, loc.pos, present, err);
+}
+
+firn_rc firn__pkindex_add_new(firn__pkindex *idx,
+                              const firn__pkkey *keys,
+                              size_t n,
+                              uint32_t file,
+                              uint32_t first_pos,
+                              firn_err *err)
+{
+    enum { AHEAD = 8 }; /* memtable lines fetched ahead: each key lands on a random one */
+    FIRN_ASSERT(file < PK_FILE_MAX);
+    FIRN_ASSERT(n == 0 || (uint64_t)first_pos + (n - 1) <= UINT32_MAX);
+    firn__pkindex_touch(idx);
+    size_t i = 0;
+    for (; i < n && !idx->spill; i++) {
+        if (i + AHEAD < n && idx->mt_len)
+            __builtin_prefetch(&idx->mt[mt_home(idx, keys[i + AHEAD].h)], 1);
+        FIRN_TRY(set_slot(idx, keys[i], file + 1, first_pos + (uint32_t)i, false, err));
+    }
+    if (i == n)
+        return FIRN_OK;
+    idx->live += n - i;
+    return spill_put_keys(idx->spill, keys + i, n - i, file + 1, first_pos + (uint32_t)i, err);
+}
+
+void firn__pkindex_keys(const firn__pkindex *idx,
+                        const uint8_t *bytes,
+                        uint32_t start,
+                        const uint32_t *ends,
+                        size_t n,
+                        firn__pkkey *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = ends[i] - start;
+        const uint8_t *key = bytes + start;
+        if (len == 9 && key[0] == 1) { /* a bigint key, mixed as firn__pkindex_key does */
+            out[i].h = splitmix64(le64(key + 1, 8));
+            out[i].c = 0;
+        } else {
+            out[i] = firn__pkindex_key(idx, key, len);
+        }
+        start = ends[i];
+    }
 }
 
 firn_rc firn__pkindex_unset(firn__pkindex *idx, firn__pkkey k, bool present, firn_err *err)

@@ -106,9 +106,28 @@ FIRN_MUST_CHECK firn_rc firn__pkindex_lookup(firn__pkindex *idx,
  * lookups. May write a run and merge runs: FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc
 firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err);
-/** Hints that k is about to be set: fetches the memtable line it probes first. Inserting many
- * new keys, prefetch a few ahead; each lands on a random line otherwise waited for. */
-void firn__pkindex_prefetch(const firn__pkindex *idx, firn__pkkey k);
+/** Adds keys[0..n), each new to the index (present false, as in a table's first copy), at rows
+ * first_pos, first_pos + 1, ... of file ordinal `file` (at most 0xFFFFFFF0; first_pos + n - 1
+ * must fit 32 bits): the same index as firn__pkindex_set of each in turn, with the memtable
+ * lines prefetched ahead and, once a bulk load spills, one loop into the spill's partitions.
+ * Borrows keys. On error some of the keys may have been added. May write a run and merge runs:
+ * FIRN_ERR_IO. */
+FIRN_MUST_CHECK firn_rc firn__pkindex_add_new(firn__pkindex *idx,
+                                              const firn__pkkey *keys,
+                                              size_t n,
+                                              uint32_t file,
+                                              uint32_t first_pos,
+                                              firn_err *err);
+/** Fingerprints (firn__pkindex_key) of n key encodings laid end to end in bytes, into
+ * out[0..n): key 0 is bytes[start, ends[0]), key i bytes[ends[i - 1], ends[i]) (the offsets
+ * firn_batch_keys_encode gives). A bigint key is mixed in place, without a call per key. Borrows
+ * bytes and ends. */
+void firn__pkindex_keys(const firn__pkindex *idx,
+                        const uint8_t *bytes,
+                        uint32_t start,
+                        const uint32_t *ends,
+                        size_t n,
+                        firn__pkkey *out);
 /** Removes k (present as for firn__pkindex_set; nothing to do when false). FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_unset(firn__pkindex *idx,
                                             firn__pkkey k,

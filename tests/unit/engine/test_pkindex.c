@@ -407,6 +407,207 @@ T_TEST(bulk_spill_after_reserve)
     remove_dir(dir);
 }
 
+/* firn__pkindex_keys over key encodings of every kind laid end to end (firn_batch_keys_encode's
+ * layout), from the start and from the middle: each fingerprint equals firn__pkindex_key of its
+ * encoding. Kinds: int64 (the fast path), 1-, 2- and 4-byte integers (sign-extended), strings, a
+ * 16-byte value, a null, a two-column key. */
+T_TEST(keys_of_encodings_match_key)
+{
+    static const uint8_t seed[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    firn__pkindex_opts o = {NULL, 64 << 10, seed};
+    firn__pkindex *idx = firn__pkindex_new_opts(&o);
+    enum { N = 800 };
+    uint8_t *buf = firn_malloc((size_t)N * 64);
+    uint32_t ends[N];
+    size_t len = 0;
+    rng_state = 21;
+    for (size_t i = 0; i < N; i++) {
+        uint64_t v = rnd();
+        unsigned kind = (unsigned)(i % 8);
+        static const size_t width[8] = {8, 1, 2, 4, 0, 16, 0, 0};
+        if (kind == 4) {
+            len += make_key(v % 100000, true, buf + len);
+        } else if (kind == 6) {
+            buf[len++] = 0;     /* null */
+        } else if (kind == 7) { /* int32 and null: 9 bytes but not a bigint */
+            buf[len] = 1;
+            memcpy(buf + len + 1, &v, 4);
+            buf[len + 5] = 0;
+            memcpy(buf + len + 6, &v, 3);
+            len += 9;
+        } else {
+            buf[len] = 1;
+            for (size_t j = 0; j < width[kind]; j++)
+                buf[len + 1 + j] = (uint8_t)(v >> (8 * (j % 8)));
+            len += 1 + width[kind];
+        }
+        ends[i] = (uint32_t)len;
+    }
+    firn__pkkey *out = firn_malloc(N * sizeof(*out));
+    memset(out, 0xAB, N * sizeof(*out));
+    firn__pkindex_keys(idx, buf, 0, ends, N, out);
+    for (size_t i = 0; i < N; i++) {
+        uint32_t start = i ? ends[i - 1] : 0;
+        firn__pkkey want = firn__pkindex_key(idx, buf + start, ends[i] - start);
+        T_EQ_UINT(out[i].h, want.h);
+        T_EQ_UINT(out[i].c, want.c);
+    }
+    memset(out, 0xAB, N * sizeof(*out));
+    firn__pkindex_keys(idx, buf, ends[N / 2 - 1], ends + N / 2, N / 2, out);
+    for (size_t i = 0; i < N / 2; i++) {
+        firn__pkkey want = firn__pkindex_key(idx, buf + ends[N / 2 + i - 1],
+                                             ends[N / 2 + i] - ends[N / 2 + i - 1]);
+        T_EQ_UINT(out[i].h, want.h);
+        T_EQ_UINT(out[i].c, want.c);
+    }
+    firn_free(out);
+    firn_free(buf);
+    firn__pkindex_free(idx);
+}
+
+/* The whole bytes of the file at path into *out (owned). */
+static size_t read_whole(const char *path, uint8_t **out)
+{
+    FILE *fp = fopen(path, "rb");
+    FIRN_ASSERT(fp != NULL);
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    *out = firn_malloc((size_t)size + 1);
+    T_EQ_UINT(fread(*out, 1, (size_t)size, fp), (size_t)size);
+    fclose(fp);
+    return (size_t)size;
+}
+
+/* firn__pkindex_add_new (the backfill's bulk entry point) against firn__pkindex_set key by key
+ * in a second index of the same seed: a bulk copy of n keys in files of uneven sizes fed in
+ * blocks of uneven sizes, starting in the memtable and spilling in the middle of a block (with a
+ * tiny budget, sorted in pieces and merged). Every key is found at its own file and row, keys
+ * not copied are not found, the counts are n, and the two indexes' runs are the same bytes. */
+static void run_add_new(size_t memory, bool str, uint32_t n)
+{
+    static const uint8_t seed[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
+    static const uint32_t file_rows[] = {1, 5000, 777, 12345, 4096, 30011, 2};
+    static const uint32_t block_rows[] = {4096, 1, 100, 3000, 4095, 17};
+    char *dir_a = temp_dir(), *dir_b = temp_dir();
+    firn__pkindex_opts oa = {dir_a, memory, seed}, ob = {dir_b, memory, seed};
+    firn__pkindex *a = firn__pkindex_new_opts(&oa), *b = firn__pkindex_new_opts(&ob);
+    firn_err err = {0};
+    firn__pkkey *keys = firn_malloc((size_t)n * sizeof(*keys));
+    firn__pkloc *want = firn_malloc((size_t)n * sizeof(*want));
+    uint8_t key[64];
+    for (uint32_t v = 0; v < n; v++)
+        keys[v] = firn__pkindex_key(a, key, make_key((uint64_t)v * 3 + 1, str, key));
+    T_OK(firn__pkindex_bulk(a, true, &err));
+    T_OK(firn__pkindex_bulk(b, true, &err));
+    uint32_t v = 0, nb = 0;
+    for (uint32_t f = 0; v < n; f++) {
+        char loc[32];
+        snprintf(loc, sizeof(loc), "f%u", f);
+        T_EQ_UINT(firn__pkindex_add_file(a, loc), f);
+        T_EQ_UINT(firn__pkindex_add_file(b, loc), f);
+        uint32_t rows = file_rows[f % 7] < n - v ? file_rows[f % 7] : n - v;
+        for (uint32_t pos = 0; pos < rows;) {
+            uint32_t m = block_rows[nb++ % 6];
+            m = m < rows - pos ? m : rows - pos;
+            T_OK_ERR(firn__pkindex_add_new(a, keys + v, m, f, pos, &err), &err);
+            for (uint32_t i = 0; i < m; i++) {
+                want[v + i] = (firn__pkloc){f, pos + i};
+                T_OK_ERR(firn__pkindex_set(b, keys[v + i], want[v + i], false, &err), &err);
+            }
+            v += m;
+            pos += m;
+        }
+    }
+    T_EQ_UINT(firn__pkindex_count(a), n);
+    T_OK_ERR(firn__pkindex_bulk(a, false, &err), &err);
+    T_OK_ERR(firn__pkindex_bulk(b, false, &err), &err);
+    T_EQ_UINT(firn__pkindex_count(a), n);
+    T_EQ_UINT(a->n_runs, 1);
+    T_EQ_UINT(b->n_runs, 1);
+    uint8_t *bytes_a, *bytes_b;
+    size_t len_a = read_whole(a->runs[0]->path, &bytes_a);
+    size_t len_b = read_whole(b->runs[0]->path, &bytes_b);
+    T_EQ_UINT(len_a, len_b);
+    T_TRUE(len_a == len_b && memcmp(bytes_a, bytes_b, len_a) == 0);
+    firn_free(bytes_a);
+    firn_free(bytes_b);
+    firn__pkloc *locs = firn_malloc((size_t)n * sizeof(*locs));
+    bool *found = firn_malloc(n);
+    T_OK_ERR(firn__pkindex_lookup(a, keys, n, locs, found, &err), &err);
+    for (uint32_t i = 0; i < n; i++) {
+        T_TRUE(found[i]);
+        T_EQ_UINT(locs[i].file, want[i].file);
+        T_EQ_UINT(locs[i].pos, want[i].pos);
+    }
+    for (uint32_t i = 0; i < n; i++) /* keys never copied: 3v + 2 */
+        keys[i] = firn__pkindex_key(a, key, make_key((uint64_t)i * 3 + 2, str, key));
+    T_OK_ERR(firn__pkindex_lookup(a, keys, n, locs, found, &err), &err);
+    for (uint32_t i = 0; i < n; i++)
+        T_TRUE(!found[i]);
+    firn_free(locs);
+    firn_free(found);
+    firn_free(keys);
+    firn_free(want);
+    firn__pkindex_free(a);
+    firn__pkindex_free(b);
+    remove_dir(dir_a);
+    remove_dir(dir_b);
+}
+
+T_TEST(add_new_int_keys)
+{
+    run_add_new(1 << 20, false, 60000);
+}
+
+T_TEST(add_new_string_keys)
+{
+    run_add_new(1 << 20, true, 40000);
+}
+
+T_TEST(add_new_sorted_in_pieces)
+{
+    run_add_new(64 << 10, false, 200000);
+}
+
+/* A spill that starts with integer keys (no check hashes) and then takes a few string keys
+ * through firn__pkindex_add_new, too few to fill a partition's buffer before the spill ends: the
+ * run still carries their check hashes, and every key is found where it was added. */
+T_TEST(add_new_check_hashes_join_spill)
+{
+    char *dir = temp_dir();
+    firn__pkindex_opts o = {dir, 1 << 20, NULL};
+    firn__pkindex *idx = firn__pkindex_new_opts(&o);
+    firn_err err = {0};
+    enum { N_INT = 10000, N_STR = 3000 };
+    firn__pkkey *keys = firn_malloc((N_INT + N_STR) * sizeof(*keys));
+    uint8_t key[64];
+    for (uint32_t i = 0; i < N_INT + N_STR; i++)
+        keys[i] = firn__pkindex_key(idx, key, make_key(i, i >= N_INT, key));
+    T_EQ_UINT(firn__pkindex_add_file(idx, "ints"), 0);
+    T_EQ_UINT(firn__pkindex_add_file(idx, "strings"), 1);
+    T_OK(firn__pkindex_bulk(idx, true, &err));
+    T_OK_ERR(firn__pkindex_add_new(idx, keys, N_INT, 0, 0, &err), &err);
+    T_TRUE(idx->spill != NULL);
+    T_OK_ERR(firn__pkindex_add_new(idx, keys + N_INT, N_STR, 1, 5, &err), &err);
+    T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
+    T_EQ_UINT(idx->n_runs, 1);
+    T_EQ_INT(idx->runs[0]->has_c, 1);
+    firn__pkloc *locs = firn_malloc((N_INT + N_STR) * sizeof(*locs));
+    bool found[N_INT + N_STR];
+    T_OK_ERR(firn__pkindex_lookup(idx, keys, N_INT + N_STR, locs, found, &err), &err);
+    for (uint32_t i = 0; i < N_INT + N_STR; i++) {
+        T_TRUE(found[i]);
+        T_EQ_UINT(locs[i].file, i >= N_INT ? 1 : 0);
+        T_EQ_UINT(locs[i].pos, i >= N_INT ? i - N_INT + 5 : i);
+    }
+    T_EQ_UINT(firn__pkindex_count(idx), N_INT + N_STR);
+    firn_free(locs);
+    firn_free(keys);
+    firn__pkindex_free(idx);
+    remove_dir(dir);
+}
+
 /* Many keys with the same h and different c (forced collisions of the 64-bit hash). */
 T_TEST(same_hash_different_check)
 {
@@ -481,4 +682,9 @@ T_MAIN(T_CASE(siphash128_reference_vectors),
        T_CASE(bulk_spill_int_keys),
        T_CASE(bulk_spill_string_keys),
        T_CASE(bulk_spill_sorted_in_pieces),
-       T_CASE(bulk_spill_after_reserve))
+       T_CASE(bulk_spill_after_reserve),
+       T_CASE(keys_of_encodings_match_key),
+       T_CASE(add_new_int_keys),
+       T_CASE(add_new_string_keys),
+       T_CASE(add_new_sorted_in_pieces),
+       T_CASE(add_new_check_hashes_join_spill))
