@@ -797,6 +797,41 @@ static void same_column_bits(
     }
 }
 
+/* Writes src as one Parquet file into file (initialised here) with options o; the file's
+ * metrics go to fm when it is not NULL (the caller deinits them). */
+static void write_mem(const firn_field *s,
+                      const firn_pq_options *o,
+                      firn_batch *src,
+                      firn_buf *file,
+                      firn_pq_file_metrics *fm)
+{
+    firn_err err = {0};
+    firn_buf_init(file, (size_t)1 << 30);
+    firn_pq_writer *w;
+    T_OK_ERR(firn_pq_writer_new(s, o, mem_write, file, &w, &err), &err);
+    T_OK_ERR(firn_pq_writer_write(w, src, &err), &err);
+    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+    if (fm)
+        firn_pq_writer_take_metrics(w, fm);
+    firn_pq_writer_free(w);
+}
+
+/* Reads the one row group of file (schema s, rows rows) back with firn's reader into a new
+ * batch (the caller frees it). */
+static firn_batch *read_one_group(const firn_buf *file, const firn_field *s, size_t rows)
+{
+    firn_err err = {0};
+    firn_pq_reader *r;
+    T_OK_ERR(firn_pq_reader_open_mem(file->data, file->len, &r, &err), &err);
+    T_OK_ERR(firn_pq_reader_select(r, s, &err), &err);
+    T_EQ_UINT(firn_pq_reader_row_groups(r), 1);
+    firn_batch *b = firn_batch_new(s);
+    T_OK_ERR(firn_pq_reader_read_row_group(r, 0, b, &err), &err);
+    T_EQ_UINT(firn_batch_rows(b), rows);
+    firn_pq_reader_free(r);
+    return b;
+}
+
 /* Steps whose values are all equal take the writer's short path (one probe, one id for the
  * step); these files read back value for value, with pages of 20000 rows (steps of 4096 rows
  * lined up with the segments of eq_kind_of) and of 3000 (steps across segments), without nulls
@@ -819,33 +854,19 @@ T_TEST(equal_value_steps_read_back)
         firn_pq_options o;
         firn_pq_options_init(&o);
         o.page_rows = variant & 2 ? 3000 : 20000;
-        firn_err err = {0};
         firn_buf file;
-        firn_buf_init(&file, (size_t)1 << 30);
-        firn_pq_writer *w;
-        T_OK_ERR(firn_pq_writer_new(s, &o, mem_write, &file, &w, &err), &err);
-        T_OK_ERR(firn_pq_writer_write(w, src, &err), &err);
-        T_OK_ERR(firn_pq_writer_close(w, &err), &err);
         firn_pq_file_metrics fm;
-        firn_pq_writer_take_metrics(w, &fm);
-        firn_pq_writer_free(w);
+        write_mem(s, &o, src, &file, &fm);
         T_EQ_UINT(fm.n_fields, E_COLS);
         for (size_t c = E_FLOAT; c <= E_DOUBLE; c++)
             T_EQ_UINT(fm.fields[c].nan_count, nans[c]);
         T_TRUE(nans[E_FLOAT] > 2 * EQ_SEG - 2 * EQ_SEG / 5 - 2);
         firn_pq_file_metrics_deinit(&fm);
 
-        firn_pq_reader *r;
-        T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
-        T_OK_ERR(firn_pq_reader_select(r, s, &err), &err);
-        T_EQ_UINT(firn_pq_reader_row_groups(r), 1);
-        firn_batch *b = firn_batch_new(s);
-        T_OK_ERR(firn_pq_reader_read_row_group(r, 0, b, &err), &err);
-        T_EQ_UINT(firn_batch_rows(b), rows);
+        firn_batch *b = read_one_group(&file, s, rows);
         for (size_t c = 0; c < E_COLS; c++)
             same_column_bits(src, b, c, rows, eq_kind_int);
         firn_batch_free(b);
-        firn_pq_reader_free(r);
         firn_buf_deinit(&file);
         firn_batch_free(src);
     }
@@ -909,25 +930,12 @@ T_TEST(plain_pages_in_place_read_back)
         o.codec = codecs[k];
         o.page_rows = PL_PAGE;
         o.dict_bytes = 4 << 10;
-        firn_err err = {0};
         firn_buf file;
-        firn_buf_init(&file, (size_t)1 << 30);
-        firn_pq_writer *w;
-        T_OK_ERR(firn_pq_writer_new(s, &o, mem_write, &file, &w, &err), &err);
-        T_OK_ERR(firn_pq_writer_write(w, src, &err), &err);
-        T_OK_ERR(firn_pq_writer_close(w, &err), &err);
-        firn_pq_writer_free(w);
-        firn_pq_reader *r;
-        T_OK_ERR(firn_pq_reader_open_mem(file.data, file.len, &r, &err), &err);
-        T_OK_ERR(firn_pq_reader_select(r, s, &err), &err);
-        T_EQ_UINT(firn_pq_reader_row_groups(r), 1);
-        firn_batch *b = firn_batch_new(s);
-        T_OK_ERR(firn_pq_reader_read_row_group(r, 0, b, &err), &err);
-        T_EQ_UINT(firn_batch_rows(b), PL_ROWS);
+        write_mem(s, &o, src, &file, NULL);
+        firn_batch *b = read_one_group(&file, s, PL_ROWS);
         for (size_t c = 0; c < 5; c++)
             same_column_bits(src, b, c, PL_ROWS, pl_kind);
         firn_batch_free(b);
-        firn_pq_reader_free(r);
         firn_buf_deinit(&file);
     }
     firn_batch_free(src);
