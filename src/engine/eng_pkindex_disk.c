@@ -13,7 +13,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #define MANIFEST_NAME    "MANIFEST"
 #define MANIFEST_MAGIC   "FIRNPKM1"
@@ -207,7 +206,7 @@ static firn_rc encode_manifest(const firn__pkindex *idx, const char *tag, firn_b
         FIRN_TRY(firn_wr_le32(b, (uint32_t)n));
         FIRN_TRY(firn_buf_append(b, idx->files[i], n));
     }
-    uint32_t crc = (uint32_t)crc32(0L, b->data + 16, (uInt)(b->len - 16));
+    uint32_t crc = firn__pk_crc32(0, b->data + 16, b->len - 16);
     for (int i = 0; i < 4; i++)
         b->data[12 + i] = (uint8_t)(crc >> (8 * i));
     return FIRN_OK;
@@ -343,7 +342,7 @@ parse_manifest(firn__pkindex *idx, const firn_buf *b, const char *tag, char *why
     const uint8_t *magic = firn_rd_bytes(&r, 8);
     uint32_t version = firn_rd_le32(&r), crc = firn_rd_le32(&r);
     if (!firn_rd_ok(&r) || memcmp(magic, MANIFEST_MAGIC, 8) != 0 || version != MANIFEST_VERSION ||
-        crc != (uint32_t)crc32(0L, b->data + 16, (uInt)(b->len - 16))) {
+        crc != firn__pk_crc32(0, b->data + 16, b->len - 16)) {
         snprintf(why, why_cap, "manifest damaged");
         return FIRN_ERR_PARSE;
     }

@@ -198,6 +198,9 @@ FIRN_MUST_CHECK firn_rc firn__pkrun_iter_next(firn__pkrun_iter *it, firn_err *er
 
 /** "<dir>/<name>", owned. */
 char *firn__pk_path(const char *dir, const char *name);
+/** zlib's crc32(crc, p, len) (CRC-32, polynomial 0xEDB88320; crc 0 to start), with PCLMULQDQ
+ * where the processor has it: the same values, about ten times faster. Any len; thread-safe. */
+uint32_t firn__pk_crc32(uint32_t crc, const void *p, size_t len);
 /** Writes all len bytes of p to fd (path for messages). FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc
 firn__pk_write_all(int fd, const void *p, size_t len, const char *path, firn_err *err);

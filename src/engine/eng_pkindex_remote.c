@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #define XMAN_MAGIC   "FIRNPKX1"
 #define XMAN_VERSION 1u
@@ -63,7 +62,7 @@ firn_rc firn__pkxman_encode(const firn__pkxman *m, firn_buf *b)
     FIRN_TRY(firn_wr_le32(b, m->n_files));
     for (uint32_t i = 0; i < m->n_files; i++)
         FIRN_TRY(wr_str(b, m->files[i]));
-    uint32_t crc = (uint32_t)crc32(0L, b->data + start + 16, (uInt)(b->len - start - 16));
+    uint32_t crc = firn__pk_crc32(0, b->data + start + 16, b->len - start - 16);
     for (int i = 0; i < 4; i++)
         b->data[start + 12 + i] = (uint8_t)(crc >> (8 * i));
     return FIRN_OK;
@@ -130,7 +129,7 @@ firn_rc firn__pkxman_decode(const uint8_t *p, size_t len, firn__pkxman *m, firn_
     if (version != XMAN_VERSION)
         return firn_err_set(err, FIRN_ERR_PARSE, "key index manifest version %u is not known",
                             version);
-    if (crc != (uint32_t)crc32(0L, p + 16, (uInt)(len - 16)))
+    if (crc != firn__pk_crc32(0, p + 16, len - 16))
         return firn_err_set(err, FIRN_ERR_PARSE, "key index manifest checksum mismatch");
     if (!decode_body(&r, m)) {
         firn__pkxman_free(m);
@@ -184,7 +183,7 @@ upload_run(firn_io *io, const char *folder, const firn__pkrun *r, firn__pkxrun *
     char *loc = join(folder, name);
     firn_io_writer *w = NULL;
     uint8_t *buf = firn_malloc(PK_XFER_CHUNK);
-    uLong crc = crc32(0L, Z_NULL, 0);
+    uint32_t crc = 0;
     firn_rc rc = firn_io_create(io, loc, &w, err);
     for (uint64_t off = 0; rc == FIRN_OK && off < r->file_bytes;) {
         size_t want =
@@ -197,7 +196,7 @@ upload_run(firn_io *io, const char *folder, const firn__pkrun *r, firn__pkxrun *
                                     r->path);
             break;
         }
-        crc = crc32(crc, buf, (uInt)n);
+        crc = firn__pk_crc32(crc, buf, (size_t)n);
         rc = firn_io_write(w, buf, (size_t)n, err);
         off += (uint64_t)n;
     }
@@ -217,7 +216,7 @@ upload_run(firn_io *io, const char *folder, const firn__pkrun *r, firn__pkxrun *
     x->entries = r->n_entries;
     x->min_h = r->min_h;
     x->max_h = r->max_h;
-    x->crc = (uint32_t)crc;
+    x->crc = crc;
     return FIRN_OK;
 }
 
@@ -333,7 +332,7 @@ download_run(firn_io *io, const char *folder, const char *dir, const firn__pkxru
     char *final = firn__pk_path(dir, name);
     firn_buf b;
     firn_buf_init(&b, PK_XFER_CHUNK);
-    uLong crc = crc32(0L, Z_NULL, 0);
+    uint32_t crc = 0;
     firn_rc rc = FIRN_OK;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -345,7 +344,7 @@ download_run(firn_io *io, const char *folder, const char *dir, const firn__pkxru
         if (rc == FIRN_OK && b.len != want)
             rc = firn_err_set(err, FIRN_ERR_IO, "short read of \"%s\"", loc);
         if (rc == FIRN_OK) {
-            crc = crc32(crc, b.data, (uInt)b.len);
+            crc = firn__pk_crc32(crc, b.data, b.len);
             rc = firn__pk_write_all(fd, b.data, b.len, tmp, err);
         }
         off += want;

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #define RUN_MAGIC   "FIRNPKR1"
 #define RUN_VERSION 1u
@@ -120,7 +119,7 @@ static uint8_t rice_k(uint64_t n)
 
 static uint32_t page_crc(const uint8_t *page)
 {
-    return (uint32_t)crc32(0L, page + 4, PK_PAGE - 4);
+    return firn__pk_crc32(0, page + 4, PK_PAGE - 4);
 }
 
 firn_rc firn__pkrun_check_page(const uint8_t *bytes, const char *path, uint32_t page, firn_err *err)
@@ -456,7 +455,7 @@ static void build_header(const firn__pkrun_writer *w, uint32_t fence_crc, uint8_
     st32(hdr + 60, w->id);
     st64(hdr + 64, (uint64_t)PK_PAGE * (1u + w->n_pages) + 8ull * w->n_pages);
     st32(hdr + 72, w->shape.level);
-    st32(hdr + 12, (uint32_t)crc32(0L, hdr + 16, PK_PAGE - 16));
+    st32(hdr + 12, firn__pk_crc32(0, hdr + 16, PK_PAGE - 16));
 }
 
 /* Fences after the pages, then the header page in place. No fsync: a run only needs to be
@@ -471,7 +470,7 @@ static firn_rc write_tail(firn__pkrun_writer *w, firn_err *err)
         size_t n = 0;
         for (; n < sizeof(chunk) / 8 && p < w->n_pages; n++, p++)
             st64(chunk + n * 8, w->fences[p]);
-        fcrc = (uint32_t)crc32(fcrc, chunk, (uInt)(n * 8));
+        fcrc = firn__pk_crc32(fcrc, chunk, n * 8);
         FIRN_TRY(firn__pk_write_all(w->fd, chunk, n * 8, w->tmp, err));
     }
     uint8_t *hdr = firn_malloc(PK_PAGE);
@@ -533,7 +532,7 @@ firn_rc firn__pk_read_at(int fd, void *p, size_t len, uint64_t off, const char *
 static firn_rc parse_header(firn__pkrun *r, const uint8_t *hdr, uint64_t size, firn_err *err)
 {
     if (memcmp(hdr, RUN_MAGIC, 8) != 0 || ld32(hdr + 8) != RUN_VERSION ||
-        ld32(hdr + 12) != (uint32_t)crc32(0L, hdr + 16, PK_PAGE - 16))
+        ld32(hdr + 12) != firn__pk_crc32(0, hdr + 16, PK_PAGE - 16))
         return firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" has a damaged header", r->path);
     r->n_entries = ld64(hdr + 16);
     r->n_tombs = ld64(hdr + 24);
@@ -563,7 +562,7 @@ static firn_rc read_fences(firn__pkrun *r, uint32_t want_crc, firn_err *err)
     uint8_t *raw = firn_malloc(bytes);
     firn_rc rc =
         firn__pk_read_at(r->fd, raw, bytes, (uint64_t)PK_PAGE * (1u + r->n_pages), r->path, err);
-    if (rc == FIRN_OK && (uint32_t)crc32(0L, raw, (uInt)bytes) != want_crc)
+    if (rc == FIRN_OK && firn__pk_crc32(0, raw, bytes) != want_crc)
         rc = firn_err_set(err, FIRN_ERR_PARSE, "index run \"%s\" has damaged fences", r->path);
     if (rc == FIRN_OK) {
         r->fences = firn_calloc(r->n_pages, sizeof(uint64_t));

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define N_KEYS 30000u
 
@@ -456,6 +457,35 @@ T_TEST(run_format_golden)
     remove_dir(dir);
 }
 
+/* firn__pk_crc32 (PCLMULQDQ where the processor has it) gives zlib's crc32 for every length
+ * (the folded 64-byte blocks, the 16-byte blocks after them, the bytes after those), alignment
+ * and starting crc, in one call or in pieces. */
+T_TEST(crc32_matches_zlib)
+{
+    enum { BIG = (1 << 20) + 77 };
+    uint8_t *b = firn_malloc(BIG + 16);
+    golden_rng = 5;
+    for (size_t i = 0; i < BIG + 16; i++)
+        b[i] = (uint8_t)golden_rnd();
+    static const uint32_t seeds[] = {0, 0xFFFFFFFFu, 0x12345678u};
+    for (size_t len = 0; len <= 400; len++) {
+        for (size_t off = 0; off < 16; off += 3) {
+            for (size_t s = 0; s < 3; s++)
+                T_EQ_UINT(firn__pk_crc32(seeds[s], b + off, len),
+                          (uint32_t)crc32(seeds[s], b + off, (uInt)len));
+        }
+    }
+    static const size_t lens[] = {4092, 4096, 65536 + 15, BIG};
+    for (size_t i = 0; i < 4; i++) {
+        uint32_t want = (uint32_t)crc32(0L, b + 1, (uInt)lens[i]);
+        T_EQ_UINT(firn__pk_crc32(0, b + 1, lens[i]), want);
+        size_t cut = lens[i] / 3 + 5;
+        uint32_t head = firn__pk_crc32(0, b + 1, cut);
+        T_EQ_UINT(firn__pk_crc32(head, b + 1 + cut, lens[i] - cut), want);
+    }
+    firn_free(b);
+}
+
 T_MAIN(T_CASE(checkpoint_then_open_loads),
        T_CASE(killed_process_leftovers_are_ignored),
        T_CASE(damaged_checkpoint_is_not_loaded),
@@ -463,4 +493,5 @@ T_MAIN(T_CASE(checkpoint_then_open_loads),
        T_CASE(failed_run_write_leaves_index_whole),
        T_CASE(folder_is_locked),
        T_CASE(run_file_validation),
-       T_CASE(run_format_golden))
+       T_CASE(run_format_golden),
+       T_CASE(crc32_matches_zlib))
