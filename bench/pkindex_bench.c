@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Primary-key index benchmark: `pkindex_bench N [--str] [--mem MiB] [--dir PATH] [--load-only]`
- * loads N keys (int64 ids, or strings with --str) in bulk mode as a backfill does, then measures
- * batch lookups (flush-sized batches of random live keys), single lookups and update rounds (lookup
+/* Primary-key index benchmark: `pkindex_bench N [--str] [--mem MiB] [--dir PATH] [--load-only]
+ * [--upload FOLDER [--copy]]` loads N keys (int64 ids, or strings with --str) in bulk mode as a
+ * backfill does (then, with --upload, copies the index next to a table in a local FOLDER, as the
+ * end of a backfill does through the local FileIO; --copy: a copy of the bytes even where a hard
+ * link would do), then measures batch lookups (flush-sized batches of random live keys), single
+ * lookups and update rounds (lookup
  * + set, as a CDC flush does), checking every answer, and prints bytes per key on disk, resident
  * memory (now and peak, from /proc/self/status) and rates. Single-threaded. */
-#include "engine/engine_int.h"
+#include "engine/eng_pkindex_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define ROWS_PER_FILE 1000000u
@@ -202,6 +206,37 @@ static double lookups(bench *b, size_t batch, size_t rounds, bool update, uint64
     return (double)(batch * rounds) / busy;
 }
 
+/* User and system CPU seconds of the process so far. */
+static void cpu_s(double *user, double *sys)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
+    *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Copies the index to folder through the local FileIO, as a backfill's end does
+ * (eng_pkindex_share.c), and removes the copies again. */
+static void upload(bench *b, const char *folder)
+{
+    firn_err err = {0};
+    firn_io *io = firn_io_local_new();
+    firn__pkxman m;
+    firn__pkxfer st = {0};
+    double u0, s0, u1, s1;
+    cpu_s(&u0, &s0);
+    double t0 = now_s();
+    if (firn__pkindex_upload(b->idx, io, folder, "bench", 1, NULL, &m, &st, &err))
+        die("upload", &err);
+    double dt = now_s() - t0;
+    cpu_s(&u1, &s1);
+    printf("upload: %llu runs, %.1f MiB in %.2f s (CPU: %.3f s user, %.3f s system)\n",
+           (unsigned long long)st.runs, (double)st.bytes / 1048576.0, dt, u1 - u0, s1 - s0);
+    firn__pkxman_remove_unused(io, folder, &m, NULL);
+    firn__pkxman_free(&m);
+    firn_io_free(io);
+}
+
 static void report(const bench *b, const char *when)
 {
     firn__pkindex_stats st;
@@ -220,11 +255,13 @@ static void report(const bench *b, const char *when)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: pkindex_bench N [--str] [--mem MiB] [--dir PATH] [--load-only]\n");
+        fprintf(stderr, "usage: pkindex_bench N [--str] [--mem MiB] [--dir PATH] [--load-only] "
+                        "[--upload FOLDER [--copy]]\n");
         return 2;
     }
     bench b = {0};
     bool load_only = false;
+    const char *upload_to = NULL;
     b.n = strtoull(argv[1], NULL, 10);
     firn__pkindex_opts o = {0};
     for (int i = 2; i < argc; i++) {
@@ -236,6 +273,10 @@ int main(int argc, char **argv)
             o.dir = argv[++i];
         else if (strcmp(argv[i], "--load-only") == 0)
             load_only = true;
+        else if (strcmp(argv[i], "--upload") == 0 && i + 1 < argc)
+            upload_to = argv[++i];
+        else if (strcmp(argv[i], "--copy") == 0)
+            firn__pkindex_upload_no_link = true;
     }
     if (b.n < 1000)
         b.n = 1000;
@@ -251,6 +292,8 @@ int main(int argc, char **argv)
            (o.memory_limit ? o.memory_limit : FIRN_PKINDEX_MEMORY_DEFAULT) >> 20);
     load(&b);
     report(&b, "after load");
+    if (upload_to)
+        upload(&b, upload_to);
     if (load_only) {
         firn__pkindex_free(b.idx);
         return 0;

@@ -105,3 +105,9 @@ uint32_t firn__pk_crc32(uint32_t crc, const void *p, size_t len)
 #endif
     return crc32_table(crc, b, len);
 }
+
+uint32_t firn__pk_crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+    FIRN_ASSERT(sizeof(z_off_t) >= 8 ? len2 <= (uint64_t)INT64_MAX : len2 <= (uint64_t)INT32_MAX);
+    return (uint32_t)crc32_combine(crc1, crc2, (z_off_t)len2);
+}

@@ -79,6 +79,10 @@ typedef struct firn__pkrun {
     uint8_t fb;    /* bits of file1 */
     uint8_t pb;    /* bits of pos */
     uint8_t has_c; /* entries carry the 32-bit check hash */
+    /* crc32 of the whole file, when known without reading it: computed by the writer as it
+     * wrote the bytes, or checked when the file was downloaded (firn__pkindex_upload uses it). */
+    bool has_file_crc;
+    uint32_t file_crc;
     uint64_t *fences;
 } firn__pkrun;
 
@@ -110,8 +114,9 @@ FIRN_MUST_CHECK firn_rc firn__pkrun_writer_add_n(firn__pkrun_writer *w,
                                                  const pk_entry *e,
                                                  size_t n,
                                                  firn_err *err);
-/** Writes the header and fences, renames the file into place (not synced), and opens it. The
- * writer is freed whatever the outcome; on error the temporary file is removed. */
+/** Writes the header and fences, renames the file into place (not synced), and opens it with
+ * its whole-file crc32 (has_file_crc). The writer is freed whatever the outcome; on error the
+ * temporary file is removed. */
 FIRN_MUST_CHECK firn_rc firn__pkrun_writer_finish(firn__pkrun_writer *w,
                                                   firn__pkrun **out,
                                                   firn_err *err);
@@ -201,6 +206,9 @@ char *firn__pk_path(const char *dir, const char *name);
 /** zlib's crc32(crc, p, len) (CRC-32, polynomial 0xEDB88320; crc 0 to start), with PCLMULQDQ
  * where the processor has it: the same values, about ten times faster. Any len; thread-safe. */
 uint32_t firn__pk_crc32(uint32_t crc, const void *p, size_t len);
+/** The crc32 of A followed by B from crc1 = crc32 of A, crc2 = crc32 of B and len2 = B's length
+ * in bytes (zlib's crc32_combine). Thread-safe. */
+uint32_t firn__pk_crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 /** Writes all len bytes of p to fd (path for messages). FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc
 firn__pk_write_all(int fd, const void *p, size_t len, const char *path, firn_err *err);
@@ -312,9 +320,14 @@ void firn__pkxman_remove_unused(firn_io *io,
                                 const firn__pkxman *old,
                                 const firn__pkxman *keep);
 /** Flushes idx's memtable and copies every run that prev (an earlier manifest of the same seed,
- * NULL: none) does not already name to folder/run-<uuid>.pkr, streaming PK_XFER_CHUNK bytes at
- * a time; *out describes idx at snapshot_id. On error, the copies this call made are removed.
- * Errors from FileIO and the run files. Not thread-safe with other calls on idx. */
+ * NULL: none) does not already name to folder/run-<uuid>.pkr: through the local FileIO (io's
+ * scheme "file") a hard link of the run when the folder is on the index folder's file system,
+ * else streaming PK_XFER_CHUNK bytes at a time; *out describes idx at snapshot_id, each run's
+ * crc32 taken from its writer or download when known. On error, the copies this call made are
+ * removed. Errors from FileIO and the run files. Not thread-safe with other calls on idx. */
+/** Tests and benchmarks: true makes firn__pkindex_upload copy runs through the FileIO even where
+ * it could link them. */
+extern bool firn__pkindex_upload_no_link;
 FIRN_MUST_CHECK firn_rc firn__pkindex_upload(firn__pkindex *idx,
                                              firn_io *io,
                                              const char *folder,

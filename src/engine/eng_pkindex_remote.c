@@ -7,8 +7,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define XMAN_MAGIC   "FIRNPKX1"
@@ -171,20 +173,13 @@ static bool same_run(const firn__pkrun *r, const firn__pkxrun *x)
            r->n_entries == x->entries && r->min_h == x->min_h && r->max_h == x->max_h;
 }
 
-/* Copies run r to folder/name through io in chunks, computing the crc32 of the whole file. */
-static firn_rc
-upload_run(firn_io *io, const char *folder, const firn__pkrun *r, firn__pkxrun *x, firn_err *err)
+/* Reads run r in PK_XFER_CHUNK pieces, writing each to w (NULL: none) and, when out_crc is not
+ * NULL, computing the crc32 of the whole file into it. */
+static firn_rc stream_run(const firn__pkrun *r, firn_io_writer *w, uint32_t *out_crc, firn_err *err)
 {
-    uint8_t raw[16];
-    char uuid[37], name[64];
-    firn_uuid_v4(raw);
-    firn_uuid_format(raw, uuid);
-    snprintf(name, sizeof(name), "run-%s.pkr", uuid);
-    char *loc = join(folder, name);
-    firn_io_writer *w = NULL;
     uint8_t *buf = firn_malloc(PK_XFER_CHUNK);
     uint32_t crc = 0;
-    firn_rc rc = firn_io_create(io, loc, &w, err);
+    firn_rc rc = FIRN_OK;
     for (uint64_t off = 0; rc == FIRN_OK && off < r->file_bytes;) {
         size_t want =
             r->file_bytes - off < PK_XFER_CHUNK ? (size_t)(r->file_bytes - off) : PK_XFER_CHUNK;
@@ -196,16 +191,78 @@ upload_run(firn_io *io, const char *folder, const firn__pkrun *r, firn__pkxrun *
                                     r->path);
             break;
         }
-        crc = firn__pk_crc32(crc, buf, (size_t)n);
-        rc = firn_io_write(w, buf, (size_t)n, err);
+        if (out_crc)
+            crc = firn__pk_crc32(crc, buf, (size_t)n);
+        if (w)
+            rc = firn_io_write(w, buf, (size_t)n, err);
         off += (uint64_t)n;
     }
-    if (rc == FIRN_OK) {
-        rc = firn_io_close(w, NULL, err);
-        w = NULL;
-    }
-    firn_io_abort(w);
     firn_free(buf);
+    if (rc == FIRN_OK && out_crc)
+        *out_crc = crc;
+    return rc;
+}
+
+/* Publishes run r at loc as a hard link of its local file, when io is the local FileIO (not a
+ * wrapper) and loc is on the run's file system: no byte is read or written. Runs are never
+ * changed in place, here or in the index folder (new files are renamed or linked into place,
+ * old ones unlinked), so sharing the inode shares nothing that changes. The run is made durable
+ * first, as the FileIO's close does for a copy. False when this cannot be done (nothing
+ * published; the caller copies). */
+static bool link_run(firn_io *io, const firn__pkrun *r, const char *loc)
+{
+    char path[PATH_MAX];
+    firn_err e = {0};
+    if (strcmp(io->vt->scheme, "file") != 0 ||
+        firn_io_local_path(loc, path, sizeof(path), &e) != FIRN_OK ||
+        firn__pkrun_sync(r, &e) != FIRN_OK)
+        return false;
+    /* Missing folders above it are made as the FileIO makes them (a failure shows in link). */
+    for (char *at = path + 1; *at; at++) {
+        if (*at != '/')
+            continue;
+        *at = '\0';
+        (void)mkdir(path, 0755);
+        *at = '/';
+    }
+    return link(r->path, path) == 0;
+}
+
+bool firn__pkindex_upload_no_link;
+
+/* Publishes run r as folder/run-<uuid>.pkr through io (a hard link for a local warehouse, else a
+ * copy in chunks) and describes it in x, with the crc32 of the whole file: the writer's (or the
+ * download's) when the run has one, else computed from the bytes. */
+static firn_rc
+upload_run(firn_io *io, const char *folder, const firn__pkrun *r, firn__pkxrun *x, firn_err *err)
+{
+    uint8_t raw[16];
+    char uuid[37], name[64];
+    firn_uuid_v4(raw);
+    firn_uuid_format(raw, uuid);
+    snprintf(name, sizeof(name), "run-%s.pkr", uuid);
+    char *loc = join(folder, name);
+    uint32_t crc = r->file_crc;
+    uint32_t *want_crc = r->has_file_crc ? NULL : &crc;
+    firn_rc rc = FIRN_OK;
+    if (!firn__pkindex_upload_no_link && link_run(io, r, loc)) {
+        if (want_crc)
+            rc = stream_run(r, NULL, want_crc, err);
+        if (rc) {
+            firn_err e = {0};
+            firn_rc_ignore(firn_io_remove(io, loc, &e));
+        }
+    } else {
+        firn_io_writer *w = NULL;
+        rc = firn_io_create(io, loc, &w, err);
+        if (rc == FIRN_OK)
+            rc = stream_run(r, w, want_crc, err);
+        if (rc == FIRN_OK) {
+            rc = firn_io_close(w, NULL, err);
+            w = NULL;
+        }
+        firn_io_abort(w);
+    }
     firn_free(loc);
     if (rc)
         return rc;
@@ -395,6 +452,8 @@ static firn_rc adopt_runs(firn__pkindex *idx, const firn__pkxman *m, firn_err *e
         if (rc)
             return rc;
         idx->runs[idx->n_runs++] = run;
+        run->has_file_crc = true; /* download_run compared the file with it */
+        run->file_crc = m->runs[i].crc;
         if (!same_run(run, &m->runs[i]) || run->id >= m->next_run_id)
             return firn_err_set(err, FIRN_ERR_PARSE, "run %u does not match the manifest",
                                 m->runs[i].id);

@@ -154,6 +154,7 @@ struct firn__pkrun_writer {
     size_t fences_cap;
     uint32_t n_pages;
     uint64_t n_entries, n_tombs;
+    uint32_t body_crc; /* crc32 of the file's bytes after the header page, so far */
 };
 
 char *firn__pk_path(const char *dir, const char *name)
@@ -253,6 +254,7 @@ static firn_rc emit_page(firn__pkrun_writer *w, firn_err *err)
         memcpy(w->page + PK_PAGE - (size_t)(a + 1) * PK_ANCHOR_BYTES,
                w->anchors + (size_t)a * PK_ANCHOR_BYTES, PK_ANCHOR_BYTES);
     st32(w->page, page_crc(w->page));
+    w->body_crc = firn__pk_crc32(w->body_crc, w->page, PK_PAGE);
     memcpy(w->out + (size_t)w->out_n * PK_PAGE, w->page, PK_PAGE);
     w->out_n++;
     w->n_pages++;
@@ -460,7 +462,7 @@ static void build_header(const firn__pkrun_writer *w, uint32_t fence_crc, uint8_
 
 /* Fences after the pages, then the header page in place. No fsync: a run only needs to be
  * durable once a checkpoint refers to it (firn__pkrun_sync). */
-static firn_rc write_tail(firn__pkrun_writer *w, firn_err *err)
+static firn_rc write_tail(firn__pkrun_writer *w, uint32_t *out_file_crc, firn_err *err)
 {
     FIRN_TRY(emit_page(w, err));
     FIRN_TRY(flush_out(w, err));
@@ -471,10 +473,13 @@ static firn_rc write_tail(firn__pkrun_writer *w, firn_err *err)
         for (; n < sizeof(chunk) / 8 && p < w->n_pages; n++, p++)
             st64(chunk + n * 8, w->fences[p]);
         fcrc = firn__pk_crc32(fcrc, chunk, n * 8);
+        w->body_crc = firn__pk_crc32(w->body_crc, chunk, n * 8);
         FIRN_TRY(firn__pk_write_all(w->fd, chunk, n * 8, w->tmp, err));
     }
     uint8_t *hdr = firn_malloc(PK_PAGE);
     build_header(w, fcrc, hdr);
+    *out_file_crc = firn__pk_crc32_combine(firn__pk_crc32(0, hdr, PK_PAGE), w->body_crc,
+                                           (uint64_t)w->n_pages * (PK_PAGE + 8));
     firn_rc rc = FIRN_OK;
     if (pwrite(w->fd, hdr, PK_PAGE, 0) != PK_PAGE)
         rc = firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not write \"%s\"", w->tmp);
@@ -489,7 +494,8 @@ firn_rc firn__pkrun_writer_finish(firn__pkrun_writer *w, firn__pkrun **out, firn
         firn__pkrun_writer_abort(w);
         return FIRN_OK;
     }
-    firn_rc rc = write_tail(w, err);
+    uint32_t file_crc = 0;
+    firn_rc rc = write_tail(w, &file_crc, err);
     if (rc == FIRN_OK) {
         int fd = w->fd;
         w->fd = -1;
@@ -502,8 +508,12 @@ firn_rc firn__pkrun_writer_finish(firn__pkrun_writer *w, firn__pkrun **out, firn
     }
     if (rc == FIRN_OK) {
         rc = firn__pkrun_open(w->final, out, err);
-        if (rc)
+        if (rc) {
             unlink(w->final);
+        } else {
+            (*out)->has_file_crc = true;
+            (*out)->file_crc = file_crc;
+        }
     }
     firn__pkrun_writer_abort(w);
     return rc;

@@ -408,13 +408,18 @@ golden_run(const char *dir, uint32_t id, const firn__pkrun_shape *sh, size_t n, 
     T_TRUE(it.done);
     firn__pkrun_iter_deinit(&it);
     uint64_t fnv = 0xcbf29ce484222325ull;
+    uLong crc = crc32(0L, Z_NULL, 0);
     uint8_t buf[PK_PAGE];
     for (uint64_t off = 0; off < r->file_bytes; off += PK_PAGE) {
         size_t len = r->file_bytes - off < PK_PAGE ? (size_t)(r->file_bytes - off) : PK_PAGE;
         T_EQ_INT(pread(r->fd, buf, len, (off_t)off), (ssize_t)len);
         for (size_t i = 0; i < len; i++)
             fnv = (fnv ^ buf[i]) * 0x100000001b3ull;
+        crc = crc32(crc, buf, (uInt)len);
     }
+    /* The writer's crc32 of the whole file, which uploads use instead of reading it again. */
+    T_TRUE(r->has_file_crc);
+    T_EQ_UINT(r->file_crc, (uint32_t)crc);
     firn__pkrun_close(r, true);
     firn_free(e);
     firn_free(hs);
@@ -459,7 +464,8 @@ T_TEST(run_format_golden)
 
 /* firn__pk_crc32 (PCLMULQDQ where the processor has it) gives zlib's crc32 for every length
  * (the folded 64-byte blocks, the 16-byte blocks after them, the bytes after those), alignment
- * and starting crc, in one call or in pieces. */
+ * and starting crc, in one call or in pieces; firn__pk_crc32_combine gives zlib's crc32 of the
+ * concatenation. */
 T_TEST(crc32_matches_zlib)
 {
     enum { BIG = (1 << 20) + 77 };
@@ -482,6 +488,9 @@ T_TEST(crc32_matches_zlib)
         size_t cut = lens[i] / 3 + 5;
         uint32_t head = firn__pk_crc32(0, b + 1, cut);
         T_EQ_UINT(firn__pk_crc32(head, b + 1 + cut, lens[i] - cut), want);
+        T_EQ_UINT(firn__pk_crc32_combine(head, firn__pk_crc32(0, b + 1 + cut, lens[i] - cut),
+                                         lens[i] - cut),
+                  want);
     }
     firn_free(b);
 }

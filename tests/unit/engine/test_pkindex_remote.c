@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define N_KEYS 30000u
 
@@ -280,6 +282,116 @@ T_TEST(damaged_or_missing_run_is_refused)
     firn_free(root);
 }
 
+/* crc32 (zlib's) and size of the file at path; the whole file into *out_bytes (owned). */
+static uint32_t file_crc(const char *path, uint8_t **out_bytes, size_t *out_len)
+{
+    firn_buf b;
+    firn_buf_init(&b, 1 << 28);
+    firn_io *io = firn_io_local_new();
+    firn_err err = {0};
+    T_OK_ERR(firn_io_read(io, path, &b, &err), &err);
+    firn_io_free(io);
+    uint32_t crc = (uint32_t)crc32(0L, b.data, (uInt)b.len);
+    *out_bytes = firn_buf_take(&b, out_len);
+    return crc;
+}
+
+/* Uploads idx to folder (copies forced when no_link) and checks each copy against the local
+ * run: the same bytes, the manifest's crc32 that of those bytes, and a hard link of the local
+ * file exactly when linked. Returns the manifest (free with firn__pkxman_free). */
+static firn__pkxman
+upload_checked(firn__pkindex *idx, const char *folder, bool no_link, bool linked)
+{
+    firn_io *io = firn_io_local_new();
+    firn_err err = {0};
+    firn__pkxman m;
+    firn__pkxfer x = {0};
+    firn__pkindex_upload_no_link = no_link;
+    T_OK_ERR(firn__pkindex_upload(idx, io, folder, "u", 1, NULL, &m, &x, &err), &err);
+    firn__pkindex_upload_no_link = false;
+    T_EQ_UINT(m.n_runs, idx->n_runs);
+    for (size_t i = 0; i < m.n_runs && i < idx->n_runs; i++) {
+        char *copy = sub(folder, m.runs[i].name);
+        struct stat a, b;
+        T_EQ_INT(stat(idx->runs[i]->path, &a), 0);
+        T_EQ_INT(stat(copy, &b), 0);
+        T_EQ_INT(a.st_dev == b.st_dev && a.st_ino == b.st_ino, linked);
+        uint8_t *want, *got;
+        size_t want_len, got_len;
+        T_EQ_UINT(file_crc(idx->runs[i]->path, &want, &want_len), m.runs[i].crc);
+        T_EQ_UINT(file_crc(copy, &got, &got_len), m.runs[i].crc);
+        T_EQ_UINT(got_len, m.runs[i].bytes);
+        T_EQ_UINT(got_len, want_len);
+        if (got_len == want_len)
+            T_EQ_MEM(got, want, got_len);
+        firn_free(want);
+        firn_free(got);
+        firn_free(copy);
+    }
+    firn_io_free(io);
+    return m;
+}
+
+/* Through the local FileIO, runs are published as hard links of the local files (no bytes
+ * copied) with the crc32 their writer computed; forced copies and runs whose crc32 must be read
+ * (opened from a checkpoint) give the same bytes and checksums; a linked copy downloads. */
+T_TEST(local_upload_links_runs)
+{
+    char *root = temp_dir();
+    char *a = sub(root, "a"), *b = sub(root, "b");
+    char *linked = sub(root, "w/t/metadata/firn-index");
+    char *copied = sub(root, "w/t2/metadata/firn-index");
+    char *loaded = sub(root, "w/t3/metadata/firn-index");
+    char *again = sub(root, "w/t4/metadata/firn-index");
+    firn_err err = {0};
+    firn__pkindex *idx = open_dir(a);
+    fill(idx, 0);
+    firn__pkxman m1 = upload_checked(idx, linked, false, true);
+    T_TRUE(m1.n_runs > 1);
+    for (size_t i = 0; i < idx->n_runs; i++)
+        T_TRUE(idx->runs[i]->has_file_crc);
+    firn__pkxman m2 = upload_checked(idx, copied, true, false);
+    for (size_t i = 0; i < m1.n_runs && i < m2.n_runs; i++)
+        T_EQ_UINT(m2.runs[i].crc, m1.runs[i].crc);
+    /* Runs opened from a checkpoint carry no crc32: it is computed from their bytes. */
+    T_OK_ERR(firn__pkindex_checkpoint(idx, "t@1", &err), &err);
+    firn__pkindex_free(idx);
+    firn__pkindex_opts o = {a, 96 << 10, NULL};
+    char why[256];
+    bool was_loaded = false;
+    T_OK_ERR(firn__pkindex_open(&o, "t@1", &idx, &was_loaded, why, sizeof(why), &err), &err);
+    T_TRUE(was_loaded);
+    for (size_t i = 0; i < idx->n_runs; i++)
+        T_FALSE(idx->runs[i]->has_file_crc);
+    firn__pkxman m3 = upload_checked(idx, loaded, false, true);
+    for (size_t i = 0; i < m1.n_runs && i < m3.n_runs; i++)
+        T_EQ_UINT(m3.runs[i].crc, m1.runs[i].crc);
+    firn__pkindex_free(idx);
+    /* The linked copy is an ordinary copy for a new host; the downloaded runs keep the crc32
+     * they were checked against. */
+    firn_io *io = firn_io_local_new();
+    idx = download(b, io, linked, &m1, FIRN_OK);
+    check(idx, 0);
+    for (size_t i = 0; i < idx->n_runs; i++)
+        T_TRUE(idx->runs[i]->has_file_crc);
+    firn__pkxman m4 = upload_checked(idx, again, false, true);
+    firn__pkxman_free(&m4);
+    firn__pkindex_free(idx);
+    firn_io_free(io);
+    firn__pkxman_free(&m1);
+    firn__pkxman_free(&m2);
+    firn__pkxman_free(&m3);
+    sh("rm -rf '%s'", root);
+    firn_free(a);
+    firn_free(b);
+    firn_free(linked);
+    firn_free(copied);
+    firn_free(loaded);
+    firn_free(again);
+    firn_free(root);
+}
+
 T_MAIN(T_CASE(manifest_round_trip),
        T_CASE(upload_then_download),
-       T_CASE(damaged_or_missing_run_is_refused))
+       T_CASE(damaged_or_missing_run_is_refused),
+       T_CASE(local_upload_links_runs))
