@@ -339,6 +339,21 @@ void firn_pg_copy_free(firn_pg_copy *d);
  * the trailer. */
 FIRN_MUST_CHECK firn_rc
 firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, firn_err *err);
+/** Bytes of room firn_pg_copy_room gives at least. */
+#define FIRN_PG_COPY_ROOM ((size_t)64 << 10)
+/** Room at the end of the decoder's input buffer for the caller to write the next bytes of the
+ * stream into (e.g. with PQgetlineAsync, which copies a CopyData message there without the
+ * malloc and free of PQgetCopyData), then hand over with firn_pg_copy_feed_room. *room gets its
+ * size in bytes, at least FIRN_PG_COPY_ROOM. Owned by the decoder, valid until its next call.
+ * NULL (and *room 0) when the buffer would pass its 2 GiB limit: a tuple that large is bad. */
+uint8_t *firn_pg_copy_room(firn_pg_copy *d, size_t *room);
+/** Feeds the n <= *room bytes written at firn_pg_copy_room's pointer: as firn_pg_copy_feed,
+ * whose rows, staging and errors it shares (a tuple not all there yet waits in the buffer for
+ * the next bytes). */
+FIRN_MUST_CHECK firn_rc firn_pg_copy_feed_room(firn_pg_copy *d,
+                                               size_t n,
+                                               uint64_t lsn,
+                                               firn_err *err);
 /** Appends the rows staged by firn_pg_copy_feed to the batch (call before reading, flushing
  * or re-targeting the batch). FIRN_ERR_INTERNAL when the batch's columns are uneven. */
 FIRN_MUST_CHECK firn_rc firn_pg_copy_flush(firn_pg_copy *d, firn_err *err);

@@ -11,12 +11,15 @@
 #   pg_cluster.sh stop DIR                 stop the cluster started with `start DIR` and delete it
 #
 # Environment: FIRN_PG_BINDIR (default /usr/lib/postgresql/15/bin), FIRN_PG_START_TIMEOUT (s, 30),
-# FIRN_PG_WAL_LEVEL (default logical; replica makes a cluster logical replication refuses).
+# FIRN_PG_WAL_LEVEL (default logical; replica makes a cluster logical replication refuses),
+# FIRN_PG_SSL (1: TLS on, with a self-signed certificate made at initdb, and TCP connections
+# without TLS refused; the default cluster has no TLS).
 set -euo pipefail
 
 PG_BINDIR=${FIRN_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 START_TIMEOUT_S=${FIRN_PG_START_TIMEOUT:-30}
 WAL_LEVEL=${FIRN_PG_WAL_LEVEL:-logical}
+SSL=${FIRN_PG_SSL:-0}
 PORT_TRIES=5
 MARKER=.firn-pg-cluster
 PW_ROLE=firn_pw
@@ -34,6 +37,7 @@ usage() {
 }
 
 [[ $WAL_LEVEL =~ ^(replica|logical)$ ]] || die "FIRN_PG_WAL_LEVEL must be replica or logical, got \"$WAL_LEVEL\""
+[[ $SSL =~ ^[01]$ ]] || die "FIRN_PG_SSL must be 0 or 1, got \"$SSL\""
 [[ -x $PG_BINDIR/initdb ]] || die "cannot find initdb in $PG_BINDIR (install postgresql-15 or run scripts/setup.sh)"
 
 test_user=$(id -un)
@@ -95,14 +99,24 @@ logging_collector = off
 log_min_messages = warning
 timezone = 'UTC'
 EOF
+    if [[ $SSL == 1 ]]; then
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
+            -keyout "$root/data/server.key" -out "$root/data/server.crt" >/dev/null 2>&1 ||
+            die "openssl could not make the test server's certificate"
+        chmod 600 "$root/data/server.key"
+        [[ $(id -u) -eq 0 ]] && chown postgres: "$root/data/server.key" "$root/data/server.crt"
+        printf "ssl = on\n" >>"$root/data/postgresql.conf"
+    fi
+    local host=host # with TLS on, a TCP connection without TLS is refused
+    [[ $SSL == 1 ]] && host=hostssl
     cat >"$root/data/pg_hba.conf" <<EOF
 # TYPE  DATABASE     USER      ADDRESS        METHOD
 local   all          all                      trust
 local   replication  all                      trust
-host    all          $PW_ROLE   127.0.0.1/32   scram-sha-256
-host    replication  $PW_ROLE   127.0.0.1/32   scram-sha-256
-host    all          all       127.0.0.1/32   trust
-host    replication  all       127.0.0.1/32   trust
+$host    all          $PW_ROLE   127.0.0.1/32   scram-sha-256
+$host    replication  $PW_ROLE   127.0.0.1/32   scram-sha-256
+$host    all          all       127.0.0.1/32   trust
+$host    replication  all       127.0.0.1/32   trust
 EOF
 }
 

@@ -192,6 +192,33 @@ firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, f
     return FIRN_OK;
 }
 
+uint8_t *firn_pg_copy_room(firn_pg_copy *d, size_t *room)
+{
+    firn_buf *b = &d->pending;
+    if ((b->cap > b->len ? b->cap - b->len - 1 : 0) < FIRN_PG_COPY_ROOM &&
+        firn_buf_reserve(b, FIRN_PG_COPY_ROOM) != FIRN_OK) {
+        *room = 0;
+        return NULL;
+    }
+    *room = b->cap - b->len - 1; /* the buffer's trailing NUL keeps its byte */
+    return b->data + b->len;
+}
+
+firn_rc firn_pg_copy_feed_room(firn_pg_copy *d, size_t n, uint64_t lsn, firn_err *err)
+{
+    firn_buf *b = &d->pending;
+    FIRN_ASSERT(b->cap > b->len && n < b->cap - b->len);
+    b->len += n;
+    b->data[b->len] = 0;
+    size_t used = 0;
+    firn_rc rc = consume(d, b->data, b->len, lsn, &used, err);
+    if (used > 0) { /* what is left is the start of a tuple, or nothing */
+        memmove(b->data, b->data + used, b->len - used);
+        firn_buf_truncate(b, b->len - used);
+    }
+    return rc;
+}
+
 firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err)
 {
     FIRN_TRY(firn_pg_copy_flush(d, err));

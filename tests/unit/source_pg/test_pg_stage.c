@@ -241,8 +241,26 @@ static void same_column(const firn_column *a, const firn_column *b)
         same_column(firn_column_child((firn_column *)a, k), firn_column_child((firn_column *)b, k));
 }
 
-/* Decodes the stream of the SEL columns of fz as table t, whole and split, and compares with
- * the per-value decoder. */
+/* Feeds s to d in steps of step bytes (0: as much as the room takes) through
+ * firn_pg_copy_room and firn_pg_copy_feed_room: a step ends anywhere, inside a tuple or after
+ * one and into the next, whose start must wait in the buffer. */
+static void feed_through_room(firn_pg_copy *d, const firn_buf *s, size_t step, firn_err *err)
+{
+    for (size_t pos = 0; pos < s->len;) {
+        size_t room = 0;
+        uint8_t *at = firn_pg_copy_room(d, &room);
+        T_TRUE(at != NULL && room >= FIRN_PG_COPY_ROOM);
+        size_t n = s->len - pos;
+        n = step && step < n ? step : n;
+        n = n < room ? n : room;
+        memcpy(at, s->data + pos, n);
+        T_OK_ERR(firn_pg_copy_feed_room(d, n, 5, err), err);
+        pos += n;
+    }
+}
+
+/* Decodes the stream of the SEL columns of fz as table t, whole and split, fed as given and
+ * through the decoder's room, and compares with the per-value decoder. */
 static void check_staged(const firn_pg_table *t)
 {
     firn_buf s;
@@ -253,15 +271,17 @@ static void check_staged(const firn_pg_table *t)
     const uint8_t *p = s.data + 19;
     for (size_t r = 0; r < ROWS; r++)
         reference_row(want, &p, 5, &want_st);
-    const size_t steps[] = {s.len, 1, 13};
-    for (size_t k = 0; k < 3; k++) {
+    const size_t steps[] = {s.len, 1, 13, 0, 1, 13, 1000};
+    for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
         firn_batch *got = firn_batch_new(t->schema);
         firn_pg_copy *d = firn_pg_copy_new(t, got);
         firn_err err = {0};
-        for (size_t pos = 0; pos < s.len; pos += steps[k]) {
+        for (size_t pos = 0; k < 3 && pos < s.len; pos += steps[k]) {
             size_t n = s.len - pos < steps[k] ? s.len - pos : steps[k];
             T_OK_ERR(firn_pg_copy_feed(d, s.data + pos, n, 5, &err), &err);
         }
+        if (k >= 3)
+            feed_through_room(d, &s, steps[k], &err);
         T_OK_ERR(firn_pg_copy_finish(d, &err), &err);
         T_EQ_UINT(firn_batch_rows(got), ROWS);
         for (size_t i = 0; i < N_SEL; i++)
