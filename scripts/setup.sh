@@ -29,7 +29,8 @@ APT_PACKAGES=(
     build-essential cmake ninja-build pkg-config clang-format python3-venv
     libpq-dev libcurl4-openssl-dev libssl-dev libjansson-dev libzstd-dev libsnappy-dev
     zlib1g-dev libsqlite3-dev libmicrohttpd-dev liblz4-dev
-    # curl and openssl commands: the object-storage test harnesses (tests/harness)
+    # curl and openssl commands: the object-storage test harnesses and the TLS test cluster
+    # (tests/harness)
     curl openssl
     # Debian 12 ships the contrib modules inside postgresql-15 (it provides the virtual
     # postgresql-contrib-15); postgresql-contrib is the real package that pulls them in.

@@ -555,7 +555,8 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
             if (rc)
                 cancel_copy(pq);
         }
-        PQfreemem(buf);
+        if (buf)
+            PQfreemem(buf);
     }
     if (lowat) /* libpq's blocking waits from here on must see every byte */
         (void)set_rcvlowat(PQsocket(pq), 1);

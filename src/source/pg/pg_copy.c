@@ -212,7 +212,9 @@ firn_rc firn_pg_copy_feed_room(firn_pg_copy *d, size_t n, uint64_t lsn, firn_err
     b->data[b->len] = 0;
     size_t used = 0;
     firn_rc rc = consume(d, b->data, b->len, lsn, &used, err);
-    if (used > 0) { /* what is left is the start of a tuple, or nothing */
+    if (used == b->len) { /* the common case: the bytes were whole tuples */
+        firn_buf_reset(b);
+    } else if (used > 0) { /* what is left is the start of the next tuple */
         memmove(b->data, b->data + used, b->len - used);
         firn_buf_truncate(b, b->len - used);
     }
