@@ -2,19 +2,21 @@
 /* Parquet write benchmark: a taxi-shaped table (18 columns: ints, timestamps, doubles,
  * decimals, short strings) generated in memory, then written with firn's writer (zstd). Prints
  * one JSON line: rows, CPU seconds of the write alone (getrusage), output bytes.
- * Usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge|backfill]]]. PASSES writes the
- * file that many times (cpu_s is their sum, cpu_s_min the fastest), so that generating the rows
+ * Usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge|backfill|trips]]]. PASSES writes
+ * the file that many times (cpu_s is their sum, cpu_s_min the fastest), so that generating the rows
  * does not dominate a profile. "edge" makes the values awkward for the encoder, to compare the
  * bytes two builds write (scripts/pq_identity.sh): NaNs of several bit patterns, -0.0, infinities,
  * a float and a decimal(38) column, int dictionaries that grow past the 2 MiB limit and fall back
  * to PLAIN mid-chunk. "backfill" is the table of a `firn sync` backfill of the taxi trips (24
  * columns: a sequential bigint id, 5 ints, 2 timestamps, 11 numeric(15,2) as int64 decimals, a
  * 1-char text, and firn's metadata columns as a backfill fills them: _firn_op "r" and one
- * _firn_lsn on every row, _firn_commit_ts null, _firn_ingest_ts one time per batch).
+ * _firn_lsn on every row, _firn_commit_ts null, _firn_ingest_ts one time per batch). "trips" is
+ * that schema with bench/datagen.py's value distributions of the trips table.
  * Driven by bench/run_parquet_bench.py. */
 #include "firn/parquet.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +49,8 @@ static uint64_t rnd(void)
 }
 
 static bool edge;     /* the "edge" shape of the usage line */
-static bool backfill; /* the "backfill" shape */
+static bool backfill; /* the "backfill" shape (or "trips": its schema, datagen's values) */
+static bool trips;    /* the "trips" shape */
 
 static firn_field *backfill_schema(void)
 {
@@ -100,6 +103,86 @@ static void gen_backfill_row(firn_batch *b, int64_t *clock_us, size_t row, int64
     for (size_t i = 0; i < 11; i++)
         firn_column_append_i64(firn_batch_column(b, c++), cents[i]);
     firn_column_append_bytes(firn_batch_column(b, c++), r % 100 == 0 ? "Y" : "N", 1);
+    firn_column_append_bytes(firn_batch_column(b, c++), "r", 1);
+    firn_column_append_i64(firn_batch_column(b, c++), 0x1A2B3C4D5E);
+    firn_column_append_null(firn_batch_column(b, c++));
+    firn_column_append_i64(firn_batch_column(b, c++), ingest_us);
+    if (firn_batch_end_row(b, FIRN_OP_INSERT, 0, &err)) {
+        fprintf(stderr, "parquet_bench: %s\n", err.msg);
+        exit(2);
+    }
+}
+
+#define TWO_PI 6.283185307179586
+
+/* A uniform double in [0, 1). */
+static double unif(void)
+{
+    return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* One of the values of a 100-entry weighted table (bench/datagen.py's _weighted). */
+static int64_t weighted(const int64_t *values, const uint8_t *weights)
+{
+    int left = (int)(rnd() % 100);
+    for (size_t i = 0;; i++) {
+        left -= weights[i];
+        if (left < 0)
+            return values[i];
+    }
+}
+
+/* A row of the "trips" shape: the backfill schema with bench/datagen.py's distributions of the
+ * trips table (skewed categories, 75 % of zones among 40 busy ones, log-normal minutes and
+ * distances, fares and tips derived from them), so that dictionary ids compress as those of a
+ * backfill of datagen's table do (zstd level 1 saves 7-13 % of their pages). */
+static void gen_trips_row(firn_batch *b, size_t row, int64_t ingest_us)
+{
+    static const int64_t vendor[] = {2, 1, 6}, pas[] = {1, 2, 3, 4, 5, 6, 0};
+    static const int64_t rate[] = {1, 2, 5, 99, 3}, extras[] = {0, 100, 250, 500};
+    static const uint8_t vendor_w[] = {72, 27, 1}, pas_w[] = {72, 14, 4, 2, 3, 2, 3};
+    static const uint8_t rate_w[] = {92, 4, 2, 1, 1}, extras_w[] = {45, 20, 25, 10};
+    static const int64_t hours[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                    12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+    static const uint8_t hours_w[] = {3, 2, 1, 1, 1, 1, 2, 4, 5, 5, 5, 5,
+                                      6, 6, 6, 6, 6, 7, 7, 6, 5, 4, 3, 3};
+    static const int32_t popular[40] = {161, 237, 236, 162, 230, 186, 142, 170, 163, 132,
+                                        138, 234, 239, 48,  68,  79,  107, 140, 141, 249,
+                                        100, 113, 164, 229, 43,  246, 90,  263, 262, 233,
+                                        151, 137, 238, 50,  125, 114, 87,  144, 148, 231};
+    firn_err err = {0};
+    size_t c = 0;
+    const double n1 = sqrt(-2 * log(1 - unif())) * cos(TWO_PI * unif());
+    const double n2 = sqrt(-2 * log(1 - unif())) * cos(TWO_PI * unif());
+    double minutes = round(exp(log(12) + 0.65 * n1));
+    minutes = minutes < 1 ? 1 : minutes > 180 ? 180 : minutes;
+    const int64_t pickup = 1704067200000000 + (int64_t)(rnd() % 366) * 86400000000 +
+                           weighted(hours, hours_w) * 3600000000 +
+                           (int64_t)(unif() * 3600) * 1000000;
+    int32_t zones[2];
+    for (size_t i = 0; i < 2; i++)
+        zones[i] = unif() < 0.75 ? popular[rnd() % 40] : 1 + (int32_t)(rnd() % 265);
+    const int64_t rc = weighted(rate, rate_w);
+    const int64_t dist = (int64_t)round(minutes * exp(log(0.17) + 0.35 * n2) * 100);
+    const int64_t fare = rc == 2 ? 7000 : (int64_t)round(300 + 3.5 * (double)dist + 35 * minutes);
+    const bool card = rnd() % 100 < 76;
+    const int64_t tip =
+        card && unif() < 0.9 ? (int64_t)round((double)fare * (0.12 + 0.13 * unif())) : 0;
+    const int64_t extra = weighted(extras, extras_w), tolls = unif() < 0.07 ? 694 : 0;
+    const int64_t cong = unif() < 0.9 ? 250 : 0;
+    const int64_t airport = zones[0] == 132 || zones[0] == 138 ? 175 : 0;
+    const int64_t total = fare + extra + 50 + tip + tolls + 100 + cong + airport;
+    firn_column_append_i64(firn_batch_column(b, c++), (int64_t)row + 1);
+    const int32_t ints[5] = {(int32_t)weighted(vendor, vendor_w), (int32_t)weighted(pas, pas_w),
+                             (int32_t)rc, zones[0], zones[1]};
+    for (size_t i = 0; i < 5; i++)
+        firn_column_append_i32(firn_batch_column(b, c++), ints[i]);
+    firn_column_append_i64(firn_batch_column(b, c++), pickup);
+    firn_column_append_i64(firn_batch_column(b, c++), pickup + (int64_t)minutes * 60000000);
+    const int64_t cents[11] = {dist, fare, extra, 50, tip, tolls, 100, total, cong, airport, 0};
+    for (size_t i = 0; i < 11; i++)
+        firn_column_append_i64(firn_batch_column(b, c++), cents[i]);
+    firn_column_append_bytes(firn_batch_column(b, c++), unif() < 0.005 ? "Y" : "N", 1);
     firn_column_append_bytes(firn_batch_column(b, c++), "r", 1);
     firn_column_append_i64(firn_batch_column(b, c++), 0x1A2B3C4D5E);
     firn_column_append_null(firn_batch_column(b, c++));
@@ -251,14 +334,16 @@ static int write_file(firn_field *schema,
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr,
-                "usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge|backfill]]]\n");
+        fprintf(
+            stderr,
+            "usage: parquet_bench ROWS OUT.parquet [ZSTD_LEVEL [PASSES [edge|backfill|trips]]]\n");
         return 2;
     }
     size_t rows = (size_t)strtoull(argv[1], NULL, 10);
     long passes = argc > 4 ? strtol(argv[4], NULL, 10) : 1;
     edge = argc > 5 && strcmp(argv[5], "edge") == 0;
-    backfill = argc > 5 && strcmp(argv[5], "backfill") == 0;
+    trips = argc > 5 && strcmp(argv[5], "trips") == 0;
+    backfill = trips || (argc > 5 && strcmp(argv[5], "backfill") == 0);
     firn_field *schema = backfill ? backfill_schema() : taxi_schema();
     size_t n_batches = (rows + BATCH_ROWS - 1) / BATCH_ROWS;
     firn_batch **batches = firn_calloc(n_batches ? n_batches : 1, sizeof(*batches));
@@ -266,7 +351,9 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < n_batches; k++) {
         batches[k] = firn_batch_new(schema);
         size_t n = rows - k * BATCH_ROWS < BATCH_ROWS ? rows - k * BATCH_ROWS : BATCH_ROWS;
-        for (size_t i = 0; i < n && backfill; i++)
+        for (size_t i = 0; i < n && trips; i++)
+            gen_trips_row(batches[k], k * BATCH_ROWS + i, 1764590400000000 + (int64_t)k * 7000000);
+        for (size_t i = 0; i < n && backfill && !trips; i++)
             gen_backfill_row(batches[k], &clock_us, k * BATCH_ROWS + i,
                              1764590400000000 + (int64_t)k * 7000000);
         for (size_t i = 0; i < n && !backfill; i++)
