@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Page compression: zstd (standard frame), snappy (raw block), gzip (with header), none. */
+/* Page compression: zstd (standard frame, or raw-block frame for pages it cannot shrink), snappy
+ * (raw block), gzip (with header), none. */
 #include "pq_int.h"
 
 #include <snappy-c.h>
@@ -106,6 +107,96 @@ firn_rc firn__pq_compress(pq_codec *c, firn_buf *out, const void *src, size_t le
     default:
         return firn_buf_append(out, src, len);
     }
+}
+
+#define ZSTD_MAGIC_LE    0xFD2FB528u
+#define ZSTD_RAW_BLOCK   ((size_t)128 << 10) /* Block_Maximum_Size (RFC 8878 3.1.1.2.4) */
+#define ZSTD_FHD_SINGLE  0x20u               /* Single_Segment_flag: no Window_Descriptor */
+#define ZSTD_FCS_2_DELTA 256u                /* a 2-byte Frame_Content_Size holds size - 256 */
+
+static void put_le(uint8_t *p, uint64_t v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Frame_Content_Size field bytes (with Single_Segment: 1, 2, 4 or 8) and its FCS_Field_Size flag.
+ */
+static size_t fcs_bytes(size_t len, unsigned *out_flag)
+{
+    if (len < 256) {
+        *out_flag = 0;
+        return 1;
+    }
+    if (len - ZSTD_FCS_2_DELTA <= UINT16_MAX) {
+        *out_flag = 1;
+        return 2;
+    }
+    if ((uint64_t)len <= UINT32_MAX) {
+        *out_flag = 2;
+        return 4;
+    }
+    *out_flag = 3;
+    return 8;
+}
+
+size_t firn__pq_zstd_raw_size(size_t len)
+{
+    unsigned flag;
+    const size_t blocks = len == 0 ? 1 : (len + ZSTD_RAW_BLOCK - 1) / ZSTD_RAW_BLOCK;
+    return 4 + 1 + fcs_bytes(len, &flag) + 3 * blocks + len;
+}
+
+firn_rc firn__pq_zstd_raw_frame(firn_buf *out, const void *src, size_t len)
+{
+    FIRN_ASSERT(len <= PQ_ZSTD_RAW_MAX);
+    FIRN_TRY(firn_buf_reserve(out, firn__pq_zstd_raw_size(len)));
+    uint8_t *p = out->data + out->len;
+    unsigned flag;
+    const size_t fcs = fcs_bytes(len, &flag);
+    put_le(p, ZSTD_MAGIC_LE, 4);
+    p[4] = (uint8_t)(flag << 6 | ZSTD_FHD_SINGLE);
+    put_le(p + 5, flag == 1 ? len - ZSTD_FCS_2_DELTA : len, fcs);
+    p += 5 + fcs;
+    const uint8_t *s = src;
+    size_t left = len;
+    do {
+        const size_t n = left < ZSTD_RAW_BLOCK ? left : ZSTD_RAW_BLOCK;
+        left -= n;
+        /* Last_Block in bit 0, Block_Type 0 (Raw_Block) in bits 1-2, Block_Size above */
+        put_le(p, (uint64_t)n << 3 | (left == 0 ? 1u : 0u), 3);
+        if (n)
+            memcpy(p + 3, s, n);
+        p += 3 + n;
+        s += n;
+    } while (left > 0);
+    out->len = (size_t)(p - out->data);
+    out->data[out->len] = 0;
+    return FIRN_OK;
+}
+
+firn_rc firn__pq_compress_page(
+    pq_codec *c, pq_squeeze *sq, firn_buf *out, const void *src, size_t len, firn_err *err)
+{
+    if (c->codec != FIRN_PQ_ZSTD || len > PQ_ZSTD_RAW_MAX)
+        return firn__pq_compress(c, out, src, len, err);
+    if (len < PQ_ZSTD_RAW_BELOW)
+        return firn__pq_zstd_raw_frame(out, src, len);
+    if (sq->raw_left > 0) {
+        sq->raw_left--;
+        return firn__pq_zstd_raw_frame(out, src, len);
+    }
+    const size_t before = out->len;
+    FIRN_TRY(firn__pq_compress(c, out, src, len, err));
+    const uint64_t saved_pct_x_len = ((uint64_t)len - (out->len - before)) * 100;
+    if (out->len - before >= len || saved_pct_x_len < (uint64_t)len * PQ_ZSTD_MIN_SAVING_PCT) {
+        const uint32_t next = sq->backoff == 0 ? PQ_ZSTD_BACKOFF_FIRST : sq->backoff * 2;
+        sq->backoff = next < PQ_ZSTD_BACKOFF_MAX ? next : PQ_ZSTD_BACKOFF_MAX;
+        sq->raw_left = sq->backoff;
+    } else {
+        sq->backoff = 0;
+    }
+    return FIRN_OK;
 }
 
 static firn_rc gunzip(const void *src, size_t len, void *dst, size_t dst_len, firn_err *err)

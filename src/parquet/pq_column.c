@@ -889,12 +889,14 @@ static int dict_bit_width(const pq_dict *d)
 }
 
 /* Appends header + compressed body of a page (len bytes at body) to out; returns the header
- * size. The body is compressed straight into out, behind a header written for *guess
- * compressed bytes (the size of the column's previous page; 0: a third of len), which the real
- * header, built in comp, overwrites: of the same length unless the two sizes' varints differ
- * in length (1, 2, 3 bytes below 64 B, 8 KiB, 1 MiB), when the compressed bytes move to fit
- * it. *guess becomes the compressed size. On failure out keeps its former length. */
+ * size. sq: the compression history of the page's chunk (firn__pq_compress_page), which
+ * may store the page as a raw-block zstd frame. The body is compressed straight into out, behind a
+ * header written for *guess compressed bytes (the size of the column's previous page; 0: a third of
+ * len), which the real header, built in comp, overwrites: of the same length unless the two sizes'
+ * varints differ in length (1, 2, 3 bytes below 64 B, 8 KiB, 1 MiB), when the compressed bytes move
+ * to fit it. *guess becomes the compressed size. On failure out keeps its former length. */
 static firn_rc emit_page(pq_codec *codec,
+                         pq_squeeze *sq,
                          firn_buf *out,
                          firn_buf *comp,
                          const uint8_t *body,
@@ -915,7 +917,7 @@ static firn_rc emit_page(pq_codec *codec,
     firn_rc rc = w.rc;
     const size_t guessed = out->len - before;
     if (!rc)
-        rc = firn__pq_compress(codec, out, body ? body : (const uint8_t *)"", len, err);
+        rc = firn__pq_compress_page(codec, sq, out, body ? body : (const uint8_t *)"", len, err);
     const size_t clen = out->len - before - guessed;
     if (!rc && clen > INT32_MAX)
         rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "parquet page of %zu bytes too large", len);
@@ -966,6 +968,8 @@ flush_page(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_er
         FIRN_TRY(firn__pq_rle_u32(body, cw->ids, cw->n_ids, bw));
         cw->dict_data_pages++;
     } else {
+        if (cw->plain_data_pages == 0) /* ids that did not compress say nothing of PLAIN values */
+            cw->squeeze = (pq_squeeze){0};
         if (l->kind == PQK_BOOL)
             FIRN_TRY(pack_bools(body, cw->plain.data + LEVELS_ROOM, plain_bytes(cw)));
         else if (body->len > LEVELS_ROOM)
@@ -983,8 +987,8 @@ flush_page(pq_colw *cw, pq_codec *codec, firn_buf *body, firn_buf *comp, firn_er
         page_len = body->len + plain_bytes(cw);
     }
     size_t header = 0;
-    FIRN_TRY(emit_page(codec, &cw->pages, comp, page, page_len, PQ_PAGE_DATA, (int32_t)cw->n_levels,
-                       enc, &cw->comp_guess, &header, err));
+    FIRN_TRY(emit_page(codec, &cw->squeeze, &cw->pages, comp, page, page_len, PQ_PAGE_DATA,
+                       (int32_t)cw->n_levels, enc, &cw->comp_guess, &header, err));
     cw->data_pages_uncompressed += (int64_t)(header + page_len);
     cw->num_values += (int64_t)cw->n_levels;
     cw->n_levels = 0;
@@ -1285,6 +1289,7 @@ static void chunk_reset(pq_colw *cw)
     dict_reset(&cw->dict);
     cw->dict_on = cw->leaf->kind != PQK_BOOL;
     cw->data_pages_uncompressed = 0;
+    cw->squeeze = (pq_squeeze){0};
     cw->dict_data_pages = cw->plain_data_pages = 0;
     cw->num_values = cw->null_count = cw->nan_count = 0;
     firn__pq_stat_reset(&cw->stat);
@@ -1307,8 +1312,9 @@ firn_rc firn__pq_colw_flush_chunk(pq_colw *cw,
         firn_buf hdr;
         firn_buf_init(&hdr, BUF_MAX);
         size_t header = 0, guess = 0;
+        pq_squeeze dict_squeeze = {0}; /* compressed unless short: one page, its own history */
         firn_rc rc =
-            emit_page(codec, &hdr, comp, cw->dict.plain.data, cw->dict.plain.len,
+            emit_page(codec, &dict_squeeze, &hdr, comp, cw->dict.plain.data, cw->dict.plain.len,
                       PQ_PAGE_DICTIONARY, (int32_t)cw->dict.n, PQ_ENC_PLAIN, &guess, &header, err);
         m->dict_page_offset = (int64_t)sink->offset;
         if (!rc)

@@ -112,6 +112,43 @@ void firn__pq_codec_free(pq_codec *c);
 /* Appends the compressed form of src to out. */
 FIRN_MUST_CHECK firn_rc
 firn__pq_compress(pq_codec *c, firn_buf *out, const void *src, size_t len, firn_err *err);
+/* Pages that zstd would shrink by less than this share (percent) are not worth its CPU: a page
+ * whose compression saved less makes the next pages of its chunk go out as raw-block frames.
+ * zstd's cost on such pages (dictionary ids) is its Huffman stage, about the same per byte
+ * whatever it saves; 6 keeps files of the taxi trips within 0.25 % of fully compressed ones
+ * (docs/internals/parquet.md, "Page compression"). */
+#define PQ_ZSTD_MIN_SAVING_PCT 6
+/* Pages shorter than this (bytes) always go out as raw-block frames: zstd cannot shrink them. */
+#define PQ_ZSTD_RAW_BELOW 128
+/* Raw pages after a poor probe start at PQ_ZSTD_BACKOFF_FIRST and double up to _MAX. */
+#define PQ_ZSTD_BACKOFF_FIRST 2
+#define PQ_ZSTD_BACKOFF_MAX   16
+/* Pages longer than this are always compressed (a raw frame of one segment asks a streaming
+ * decoder for a window of the whole page; zstd's default decoder limit is 2^27). */
+#define PQ_ZSTD_RAW_MAX ((size_t)1 << 27)
+
+/* What a column chunk's zstd pages taught so far (firn__pq_compress_page); zero it when a
+ * chunk starts. Other codecs ignore it. */
+typedef struct pq_squeeze {
+    uint32_t raw_left; /* pages still to store raw before zstd is tried again */
+    uint32_t backoff;  /* raw pages after the next poor probe (0: none failed yet) */
+} pq_squeeze;
+
+/* Bytes of the raw-block zstd frame of len bytes: magic, frame header (Single_Segment,
+ * Frame_Content_Size), one 3-byte header per block of at most 128 KiB (one block when len is 0). */
+size_t firn__pq_zstd_raw_size(size_t len);
+/* Appends to out the zstd frame (RFC 8878) that stores the len bytes at src (NULL when len is 0)
+ * in Raw_Block blocks, without checksum: firn__pq_zstd_raw_size(len) bytes that any zstd
+ * decoder reads back at the cost of a copy. len at most PQ_ZSTD_RAW_MAX. Errors: those of
+ * firn_buf_reserve (out then unchanged). */
+FIRN_MUST_CHECK firn_rc firn__pq_zstd_raw_frame(firn_buf *out, const void *src, size_t len);
+/* firn__pq_compress for one page of a column chunk whose history sq holds (borrowed, updated).
+ * zstd: a page shorter than PQ_ZSTD_RAW_BELOW, or one met while sq->raw_left counts down after
+ * a compressed page saved less than PQ_ZSTD_MIN_SAVING_PCT, goes out as a raw-block frame; a
+ * poor probe doubles the raw run (PQ_ZSTD_BACKOFF_FIRST .. _MAX), a good one ends it. Other
+ * codecs: firn__pq_compress. Errors: those of firn__pq_compress. */
+FIRN_MUST_CHECK firn_rc firn__pq_compress_page(
+    pq_codec *c, pq_squeeze *sq, firn_buf *out, const void *src, size_t len, firn_err *err);
 /* Decompresses into dst of exactly dst_len bytes (tests and readers). */
 FIRN_MUST_CHECK firn_rc firn__pq_decompress(
     firn_pq_codec codec, const void *src, size_t len, void *dst, size_t dst_len, firn_err *err);
@@ -233,7 +270,8 @@ typedef struct pq_colw {
     pq_dict dict;
     /* encoded pages of the row group and their totals */
     firn_buf pages;
-    size_t comp_guess; /* compressed bytes of the last data page (emit_page) */
+    size_t comp_guess;  /* compressed bytes of the last data page (emit_page) */
+    pq_squeeze squeeze; /* how the chunk's data pages compress (firn__pq_compress_page) */
     int64_t data_pages_uncompressed;
     int32_t dict_data_pages, plain_data_pages;
     int64_t num_values, null_count, nan_count;
