@@ -120,8 +120,7 @@ static void put_le(uint8_t *p, uint64_t v, size_t n)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Frame_Content_Size field bytes (with Single_Segment: 1, 2, 4 or 8) and its FCS_Field_Size flag.
- */
+/* Bytes of the Frame_Content_Size field of a single-segment frame, and its FCS_Field_Size. */
 static size_t fcs_bytes(size_t len, unsigned *out_flag)
 {
     if (len < 256) {
@@ -188,8 +187,8 @@ firn_rc firn__pq_compress_page(
     }
     const size_t before = out->len;
     FIRN_TRY(firn__pq_compress(c, out, src, len, err));
-    const uint64_t saved_pct_x_len = ((uint64_t)len - (out->len - before)) * 100;
-    if (out->len - before >= len || saved_pct_x_len < (uint64_t)len * PQ_ZSTD_MIN_SAVING_PCT) {
+    const size_t clen = out->len - before;
+    if (clen >= len || (uint64_t)(len - clen) * 100 < (uint64_t)len * PQ_ZSTD_MIN_SAVING_PCT) {
         const uint32_t next = sq->backoff == 0 ? PQ_ZSTD_BACKOFF_FIRST : sq->backoff * 2;
         sq->backoff = next < PQ_ZSTD_BACKOFF_MAX ? next : PQ_ZSTD_BACKOFF_MAX;
         sq->raw_left = sq->backoff;
