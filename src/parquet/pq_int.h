@@ -235,6 +235,14 @@ typedef struct pq_dict {
     uint32_t *lens;   /* bytes: length of each entry */
     uint64_t *hashes; /* bytes: hash of each entry */
     size_t cap;       /* entries the offs/lens/hashes arrays hold */
+    /* Integer kinds: a direct-mapped window over the values (as int64) base .. base + span - 1,
+     * direct[v - base] = id of v (UINT32_MAX: not an entry). Every entry in the window is in
+     * it (the keyed slots hold every entry too), so a value in the window needs no probe. */
+    uint32_t *direct;
+    uint64_t direct_base; /* the window's lowest value, as uint64 (arithmetic modulo 2^64) */
+    size_t direct_span;   /* values in the window (a power of two), 0 = no window */
+    size_t direct_cap;    /* entries allocated at direct */
+    int64_t lo, hi;       /* smallest and largest entry (integer kinds, n > 0) */
 } pq_dict;
 
 typedef struct pq_chunk_meta {

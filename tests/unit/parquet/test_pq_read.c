@@ -942,6 +942,93 @@ T_TEST(plain_pages_in_place_read_back)
     firn_field_free(s);
 }
 
+/* ---- integer dictionaries' direct windows ------------------------------------------------- */
+
+enum { DW_SPREAD = 5000, DW_LO = -70000, DW_HI = 110000, DW_SWEEP = DW_HI - DW_LO + 1 };
+
+/* Row r of dw_rows: 5 000 distinct values over 0..39 992 (the dictionaries' direct windows
+ * grow to their largest size around them), then every value of DW_LO..DW_HI upwards (across
+ * both edges of the window, wherever the writer put it) and again in another order, then the
+ * ends of int32 and int64 and values near 0. */
+static int64_t dw_value(size_t r)
+{
+    static const int64_t ends[] = {INT32_MIN, INT32_MAX,        INT64_MIN, INT64_MAX,    -1, 0,
+                                   1,         (int64_t)1 << 40, -8,        INT32_MIN + 1};
+    if (r < DW_SPREAD)
+        return (int64_t)((r * 2654435761u) % DW_SPREAD) * 8;
+    r -= DW_SPREAD;
+    if (r < DW_SWEEP)
+        return DW_LO + (int64_t)r;
+    r -= DW_SWEEP;
+    if (r < DW_SWEEP)
+        return DW_LO + (int64_t)((r * 7919) % DW_SWEEP);
+    r -= DW_SWEEP;
+    return ends[r % (sizeof(ends) / sizeof(ends[0]))];
+}
+
+static int dw_kind(size_t r)
+{
+    return r < DW_SPREAD ? 0 : r < DW_SPREAD + DW_SWEEP ? 1 : r < DW_SPREAD + 2 * DW_SWEEP ? 2 : 3;
+}
+
+/* int, long, decimal(9,2) (int32 from int64 values) and decimal(15,2) columns of dw_value,
+ * each null every 11th row and where the value does not fit the column. */
+static void dw_row(firn_batch *b, size_t r)
+{
+    const int64_t v = dw_value(r);
+    const bool null = r % 11 == 5;
+    if (null || v != (int32_t)v)
+        firn_column_append_null(firn_batch_column(b, 0));
+    else
+        firn_column_append_i32(firn_batch_column(b, 0), (int32_t)v);
+    if (null)
+        firn_column_append_null(firn_batch_column(b, 1));
+    else
+        firn_column_append_i64(firn_batch_column(b, 1), v);
+    if (null || v <= -1000000000 || v >= 1000000000)
+        firn_column_append_null(firn_batch_column(b, 2));
+    else
+        firn_column_append_i64(firn_batch_column(b, 2), v);
+    if (null || v <= -1000000000000000 || v >= 1000000000000000)
+        firn_column_append_null(firn_batch_column(b, 3));
+    else
+        firn_column_append_i64(firn_batch_column(b, 3), v);
+    T_OK(firn_batch_end_row(b, FIRN_OP_INSERT, 0, NULL));
+}
+
+/* Integer dictionaries find most values in a direct window over their range (values as ids)
+ * and the rest in keyed slots: values on both sides of the window's edges, new and again,
+ * negative ones, the ends of int32 and int64 (an int64 dictionary's slots widen) and nulls
+ * between them read back value for value, with the default pages and with pages of 3 000
+ * rows. */
+T_TEST(direct_window_values_read_back)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "i32", FIRN_TYPE_INT, false));
+    firn_field_add(s, firn_field_new(2, "i64", FIRN_TYPE_LONG, false));
+    firn_field_add(s, firn_field_new_decimal(3, "d9", 9, 2, false));
+    firn_field_add(s, firn_field_new_decimal(4, "d15", 15, 2, false));
+    const size_t rows = DW_SPREAD + 2 * DW_SWEEP + 40;
+    firn_batch *src = firn_batch_new(s);
+    for (size_t r = 0; r < rows; r++)
+        dw_row(src, r);
+    for (int variant = 0; variant < 2; variant++) {
+        firn_pq_options o;
+        firn_pq_options_init(&o);
+        if (variant == 1)
+            o.page_rows = 3000;
+        firn_buf file;
+        write_mem(s, &o, src, &file, NULL);
+        firn_batch *b = read_one_group(&file, s, rows);
+        for (size_t c = 0; c < 4; c++)
+            same_column_bits(src, b, c, rows, dw_kind);
+        firn_batch_free(b);
+        firn_buf_deinit(&file);
+    }
+    firn_batch_free(src);
+    firn_field_free(s);
+}
+
 T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(roundtrip_snappy),
        T_CASE(roundtrip_gzip),
@@ -958,4 +1045,5 @@ T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(not_parquet),
        T_CASE(row_group_value_bytes),
        T_CASE(equal_value_steps_read_back),
+       T_CASE(direct_window_values_read_back),
        T_CASE(plain_pages_in_place_read_back))

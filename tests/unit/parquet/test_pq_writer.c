@@ -686,6 +686,80 @@ T_TEST(dict_short_strings_differ_in_every_byte)
     fx_deinit(&f);
 }
 
+/* Appends v (int32 column when i32, else int64) to f's column, then a null when null. */
+static void fx_put(colw_fx *f, bool i32, int64_t v, bool null)
+{
+    if (i32)
+        firn_column_append_i32(firn_batch_column(f->b, 0), (int32_t)v);
+    else
+        firn_column_append_i64(firn_batch_column(f->b, 0), v);
+    fx_end_row(f);
+    if (null) {
+        firn_column_append_null(firn_batch_column(f->b, 0));
+        fx_end_row(f);
+    }
+}
+
+/* The direct window of an integer dictionary: 5 000 entries over 0..39 992 give it its largest
+ * size (65 536 values, about centred on them), which then stays put; values just outside its edges
+ * (base - 1, base + span) go to the keyed slots, values on them (base, base + span - 1) into
+ * the window, both as new entries and again, with nulls between them, together with negative
+ * values and the ends of int32 (and int64, whose slots widen); ids match the first-appearance
+ * order of a linear search, in int32 and int64 columns. */
+T_TEST(dict_direct_window_edges)
+{
+    enum { SPREAD = 5000, MAXN = 6000 };
+    for (int t = 0; t < 2; t++) {
+        bool i32 = t == 0;
+        int64_t *v = firn_calloc(MAXN, sizeof(int64_t));
+        size_t n = 0;
+        colw_fx f;
+        fx_init(&f, i32 ? FIRN_TYPE_INT : FIRN_TYPE_LONG, (size_t)2 << 20);
+        for (size_t k = 0; k < SPREAD; k++) {
+            v[n] = (int64_t)((k * 2654435761u) % SPREAD) * 8;
+            fx_put(&f, i32, v[n++], k % 7 == 0);
+        }
+        fx_write(&f);
+        const pq_dict *d = &f.cw.dict;
+        T_EQ_UINT(d->direct_span, 65536);
+        const int64_t base = (int64_t)d->direct_base, span = 65536;
+        T_TRUE(base <= 0 && base + span - 1 >= 39992 && base > -span / 2);
+        const int64_t edges[] = {
+            base - 1,  base,      base + span - 1, base + span,   -1, 0, 8, 39992,
+            INT32_MIN, INT32_MAX, INT32_MIN + 1,   INT32_MAX - 1, -8};
+        const int64_t wide[] = {INT64_MIN, INT64_MAX, (int64_t)1 << 40, base + span, base - 1};
+        for (int round = 0; round < 3; round++) {
+            for (size_t k = 0; k < sizeof(edges) / sizeof(edges[0]); k++) {
+                size_t j = round == 1 ? sizeof(edges) / sizeof(edges[0]) - 1 - k : k;
+                v[n] = edges[j];
+                fx_put(&f, i32, v[n++], (k + (size_t)round) % 3 == 0);
+                if (k % 4 == (size_t)round)
+                    fx_write(&f);
+            }
+            for (size_t k = 0; !i32 && round > 0 && k < sizeof(wide) / sizeof(wide[0]); k++) {
+                v[n] = wide[k];
+                fx_put(&f, i32, v[n++], k % 2 == 0);
+            }
+            fx_write(&f);
+        }
+        T_EQ_UINT(d->direct_span, 65536); /* the window did not move: the edges were its own */
+        T_EQ_INT((int64_t)d->direct_base, base);
+        if (!i32)
+            T_EQ_UINT(d->slot_bytes, 16);
+        if (i32) {
+            int32_t *v32 = firn_calloc(n, sizeof(int32_t));
+            for (size_t k = 0; k < n; k++)
+                v32[k] = (int32_t)v[k];
+            check_dict(&f, v32, n, 4);
+            firn_free(v32);
+        } else {
+            check_dict(&f, v, n, 8);
+        }
+        fx_deinit(&f);
+        firn_free(v);
+    }
+}
+
 /* Definition levels and the present values of an optional column, with nulls in some bytes of
  * the validity bitmap, none in others and only nulls in others (the whole-byte paths), handed
  * over in pieces that start and end off byte boundaries. */
@@ -786,6 +860,7 @@ T_MAIN(T_CASE(thrift_roundtrip),
        T_CASE(dict_nan_and_signed_zero_are_distinct_keys),
        T_CASE(dict_fallback_frees_slots),
        T_CASE(dict_short_strings_differ_in_every_byte),
+       T_CASE(dict_direct_window_edges),
        T_CASE(levels_from_validity_at_any_alignment),
        T_CASE(footer_reads_back),
        T_CASE(long_string_stats_are_left_out),
