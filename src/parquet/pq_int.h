@@ -237,7 +237,8 @@ typedef struct pq_dict {
     size_t cap;       /* entries the offs/lens/hashes arrays hold */
     /* Integer kinds: a direct-mapped window over the values (as int64) base .. base + span - 1,
      * direct[v - base] = id of v (UINT32_MAX: not an entry). Every entry in the window is in
-     * it (the keyed slots hold every entry too), so a value in the window needs no probe. */
+     * it, so a value found there needs no probe; the keyed slots hold every entry too, and a
+     * value not found there is probed for in them. */
     uint32_t *direct;
     uint64_t direct_base; /* the window's lowest value, as uint64 (arithmetic modulo 2^64) */
     size_t direct_span;   /* values in the window (a power of two), 0 = no window */

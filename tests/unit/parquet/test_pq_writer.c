@@ -700,6 +700,31 @@ static void fx_put(colw_fx *f, bool i32, int64_t v, bool null)
     }
 }
 
+/* Every slot of f's direct window holds the id of the entry of its value, or none when no entry
+ * has that value (PLAIN entries of width 4 or 8 bytes). A missing id would cost a keyed probe
+ * only, so this is the one check that the window is filled. */
+static void check_window(const colw_fx *f, size_t width)
+{
+    const pq_dict *d = &f->cw.dict;
+    uint32_t *want = firn_reallocarray(NULL, d->direct_span, sizeof(uint32_t));
+    memset(want, 0xFF, d->direct_span * sizeof(uint32_t));
+    for (uint32_t e = 0; e < d->n; e++) {
+        int64_t v;
+        if (width == 4) {
+            int32_t v32;
+            memcpy(&v32, d->plain.data + (size_t)e * 4, 4);
+            v = v32;
+        } else {
+            memcpy(&v, d->plain.data + (size_t)e * 8, 8);
+        }
+        uint64_t off = (uint64_t)v - d->direct_base;
+        if (off < d->direct_span)
+            want[off] = e;
+    }
+    T_EQ_MEM(d->direct, want, d->direct_span * sizeof(uint32_t));
+    firn_free(want);
+}
+
 /* The direct window of an integer dictionary: 5 000 entries over 0..39 992 give it its largest
  * size (65 536 values, about centred on them), which then stays put; values just outside its edges
  * (base - 1, base + span) go to the keyed slots, values on them (base, base + span - 1) into
@@ -722,6 +747,7 @@ T_TEST(dict_direct_window_edges)
         fx_write(&f);
         const pq_dict *d = &f.cw.dict;
         T_EQ_UINT(d->direct_span, 65536);
+        check_window(&f, i32 ? 4 : 8);
         const int64_t base = (int64_t)d->direct_base, span = 65536;
         T_TRUE(base <= 0 && base + span - 1 >= 39992 && base > -span / 2);
         const int64_t edges[] = {
@@ -744,6 +770,7 @@ T_TEST(dict_direct_window_edges)
         }
         T_EQ_UINT(d->direct_span, 65536); /* the window did not move: the edges were its own */
         T_EQ_INT((int64_t)d->direct_base, base);
+        check_window(&f, i32 ? 4 : 8);
         if (!i32)
             T_EQ_UINT(d->slot_bytes, 16);
         if (i32) {
