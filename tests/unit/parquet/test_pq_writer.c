@@ -725,6 +725,38 @@ static void check_window(const colw_fx *f, size_t width)
     firn_free(want);
 }
 
+/* Ends f's chunk, then writes values around -1000 to a fresh dictionary: its window starts
+ * anew (small, in the memory of the chunk's large one) and ids start at 0. */
+static void check_after_chunk(colw_fx *f, bool i32)
+{
+    firn_buf out;
+    firn_buf_init(&out, 1u << 30);
+    membuf m = {.b = out};
+    pq_sink sink = {mem_write, &m, 0};
+    pq_chunk_meta meta;
+    firn_err err = {0};
+    T_OK_ERR(firn__pq_colw_flush_chunk(&f->cw, f->codec, &sink, &f->scratch, &f->comp, &meta, &err),
+             &err);
+    firn__pq_chunk_meta_deinit(&meta);
+    firn_buf_deinit(&m.b);
+    T_EQ_UINT(f->cw.dict.direct_span, 0);
+    int64_t v[300];
+    for (size_t k = 0; k < 300; k++) {
+        v[k] = -1000 + (int64_t)((k * 37) % 150);
+        fx_put(f, i32, v[k], false);
+    }
+    fx_write(f);
+    T_EQ_UINT(f->cw.dict.direct_span, 512); /* 256 around -1000, then twice that for -851 */
+    check_window(f, i32 ? 4 : 8);
+    int32_t v32[300];
+    for (size_t k = 0; k < 300; k++)
+        v32[k] = (int32_t)v[k];
+    if (i32)
+        check_dict(f, v32, 300, 4);
+    else
+        check_dict(f, v, 300, 8);
+}
+
 /* The direct window of an integer dictionary: 5 000 entries over 0..39 992 give it its largest
  * size (65 536 values, about centred on them), which then stays put; values just outside its edges
  * (base - 1, base + span) go to the keyed slots, values on them (base, base + span - 1) into
@@ -782,6 +814,7 @@ T_TEST(dict_direct_window_edges)
         } else {
             check_dict(&f, v, n, 8);
         }
+        check_after_chunk(&f, i32);
         fx_deinit(&f);
         firn_free(v);
     }
