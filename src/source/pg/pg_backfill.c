@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
@@ -23,10 +24,13 @@
 /* A reader looks at the run (cancelled, failed) and its batch (full) after this many fed
  * messages or bytes, not after each: per row, the loads of the run's shared flags were ~1 % of
  * a taxi backfill's CPU. The batch (filled a stage of <= 256 rows or 8 MiB at a time) overshoots
- * batch_rows or batch_bytes by at most that much more. */
-#define CHECK_ROWS      64
-#define CHECK_BYTES     ((size_t)1 << 20)
-#define COPY_INBUF_TEXT "262144" /* bytes of the value that grows libpq's input buffer */
+ * batch_rows or batch_bytes by at most that much more. A reader waiting for bytes looks at the
+ * run before each wait (copy_next). */
+#define CHECK_ROWS        64
+#define CHECK_BYTES       ((size_t)1 << 20)
+#define COPY_INBUF_TEXT   "262144" /* bytes of the value that grows libpq's input buffer */
+#define COPY_STOP_POLL_MS 100  /* how often a TLS reader waiting on a silent server checks stop */
+#define COPY_STOPPED      (-3) /* copy_next: the run is stopping, the wait was left */
 
 struct firn_pg_plan {
     size_t n_chunks;
@@ -475,43 +479,51 @@ static bool set_rcvlowat(int fd, int bytes)
     return fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0;
 }
 
-/* The next bytes of the COPY data, into room (room_len > 0 bytes) or, on a TLS connection
- * whose wait went through libpq, into *buf (malloc'd by libpq, PQfreemem's): the count, -1 at
- * the end of the data (PQgetResult tells how it ended), -2 on a failure.
+/* Whether OpenSSL holds decrypted bytes of the connection that libpq has not read (poll does not
+ * see them; libpq's own wait asks the same). */
+static bool tls_pending(PGconn *pq)
+{
+    SSL *ssl = PQsslStruct(pq, "OpenSSL");
+    return ssl && SSL_pending(ssl) > 0;
+}
+
+/* The next bytes of the COPY data, into room (room_len > 0 bytes): the count, -1 at the end of
+ * the data (PQgetResult tells how it ended), -2 on a failure, COPY_STOPPED when r (NULL: not
+ * checked) stops while no complete message is there (the server sends nothing for minutes
+ * under a selective filter, or stopped amid a message: its send buffer ends anywhere).
  *
  * PQgetlineAsync copies the next complete CopyData message (a tuple) straight into room; one
  * longer than room_len comes in room_len-byte parts, the rest at the next calls (the decoder
  * takes the stream in any split). PQgetCopyData would malloc a block for every tuple and the
- * caller free it: ~140 instructions a row, 4 % of a taxi backfill's. PQgetlineAsync returns 0
- * only when no complete message is buffered, never amid one (a part returned leaves the rest
- * complete in the buffer), so a blocking PQgetCopyData after it starts at a message boundary.
+ * caller free it: ~140 instructions a row, 4 % of a taxi backfill's.
  *
- * Once libpq's buffer is drained, the reader of a connection without TLS (lowat: the socket's
- * low-water mark set by the caller) sleeps until the socket holds COPY_RCVLOWAT bytes, or
- * COPY_POLL_MS passed (the smaller tail: CopyDone, CommandComplete, an error), and then takes
- * everything in one read (grow_input_buffer made room): a blocking PQgetCopyData reads as soon
- * as the buffer is drained, whatever the socket holds then (often a few KiB while the server
- * is the slower side), one recv and one wakeup each time. With TLS, libpq's own wait knows of
- * decrypted bytes it holds (lowat false: the blocking PQgetCopyData). */
-static int copy_next(PGconn *pq, bool lowat, uint8_t *room, size_t room_len, char **buf)
+ * Once libpq's buffer holds no complete message, the reader of a connection without TLS
+ * (lowat: the socket's low-water mark set by the caller) sleeps until the socket holds
+ * COPY_RCVLOWAT bytes, or COPY_POLL_MS passed (the smaller tail: CopyDone, CommandComplete, an
+ * error), and then takes everything in one read (grow_input_buffer made room): a blocking
+ * PQgetCopyData reads as soon as the buffer is drained, whatever the socket holds then (often
+ * a few KiB while the server is the slower side), one recv and one wakeup each time. With TLS
+ * (lowat false) the reader waits as libpq's blocking read would, for one byte on the socket or
+ * decrypted bytes OpenSSL holds, but wakes each COPY_STOP_POLL_MS to see whether to stop. */
+static int copy_next(const runner *r, PGconn *pq, bool lowat, uint8_t *room, size_t room_len)
 {
-    *buf = NULL;
     int len = room_len > INT_MAX ? INT_MAX : (int)room_len;
     for (;;) {
         int n = PQgetlineAsync(pq, (char *)room, len);
         if (n != 0)
             return n;
-        if (!lowat)
-            return PQgetCopyData(pq, buf, 0);
-        struct pollfd p = {.fd = PQsocket(pq), .events = POLLIN};
-        if (p.fd < 0 || (poll(&p, 1, COPY_POLL_MS) < 0 && errno != EINTR))
-            return -2;
-        if (!PQconsumeInput(pq))
+        if (r && should_stop(r))
+            return COPY_STOPPED;
+        if (lowat || !tls_pending(pq)) {
+            struct pollfd p = {.fd = PQsocket(pq), .events = POLLIN};
+            if (p.fd < 0 ||
+                (poll(&p, 1, lowat ? COPY_POLL_MS : COPY_STOP_POLL_MS) < 0 && errno != EINTR))
+                return -2;
+        }
+        if (!PQconsumeInput(pq)) /* after a timeout too: a read that finds nothing is cheap */
             return -2;
     }
 }
-
-static firn_rc copy_error(worker *w, PGconn *pq, const PGresult *res, firn_err *err);
 
 /* Asks the server to stop the COPY (best effort: the rest of the stream is read and dropped). */
 static void cancel_copy(PGconn *pq)
@@ -524,6 +536,8 @@ static void cancel_copy(PGconn *pq)
     }
 }
 
+static firn_rc copy_error(worker *w, PGconn *pq, const PGresult *res, firn_err *err);
+
 /* Reads the COPY data of the current statement; on a decode or callback error the rest of the
  * stream is cancelled and drained so the connection stays usable. */
 static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, firn_err *err)
@@ -534,7 +548,6 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
     uint8_t drain[4096];                /* where the rest goes after a failure */
     size_t fed_rows = 0, fed_bytes = 0; /* since the last look at the run and the batch */
     for (;;) {
-        char *buf = NULL;
         size_t room_len = 0;
         uint8_t *room = rc ? NULL : firn_pg_copy_room(w->copy, &room_len);
         if (!rc && !room) {
@@ -546,13 +559,16 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
             room = drain;
             room_len = sizeof(drain);
         }
-        int n = copy_next(pq, lowat, room, room_len, &buf);
-        if (n < 0)
+        /* Once failed, the wait ignores a stop: the cancel ends the stream soon. */
+        int n = copy_next(rc ? NULL : w->r, pq, lowat, room, room_len);
+        if (n < 0 && n != COPY_STOPPED)
             break;
-        if (!rc) {
+        if (!rc && n == COPY_STOPPED) {
+            rc = firn_err_set(err, FIRN_ERR_CANCELLED, "backfill cancelled");
+            cancel_copy(pq);
+        } else if (!rc) {
             uint64_t lsn = w->r->opts->snapshot_lsn;
-            rc = buf ? firn_pg_copy_feed(w->copy, (const uint8_t *)buf, (size_t)n, lsn, err)
-                     : firn_pg_copy_feed_room(w->copy, (size_t)n, lsn, err);
+            rc = firn_pg_copy_feed_room(w->copy, (size_t)n, lsn, err);
             fed_rows++;
             fed_bytes += (size_t)n;
             if (!rc && (fed_rows >= CHECK_ROWS || fed_bytes >= CHECK_BYTES)) {
@@ -567,8 +583,6 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
             if (rc)
                 cancel_copy(pq);
         }
-        if (buf)
-            PQfreemem(buf);
     }
     if (lowat) /* libpq's blocking waits from here on must see every byte */
         (void)set_rcvlowat(PQsocket(pq), 1);
