@@ -545,7 +545,7 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
     PGconn *pq = firn_pg_conn_pq(w->conn);
     firn_rc rc = FIRN_OK;
     bool lowat = !PQsslInUse(pq) && set_rcvlowat(PQsocket(pq), COPY_RCVLOWAT);
-    uint8_t drain[4096];                /* where the rest goes after a failure */
+    uint8_t drain[1024];                /* where the rest goes after a failure */
     size_t fed_rows = 0, fed_bytes = 0; /* since the last look at the run and the batch */
     for (;;) {
         size_t room_len = 0;
