@@ -107,6 +107,28 @@ def pg(request) -> PgCluster:
                      dbname=env["PGDATABASE"], sockdir=env.get("FIRN_TEST_PGSOCKDIR"))
 
 
+@pytest.fixture(scope="session")
+def pg_tls(request) -> PgCluster:
+    """A second cluster, with TLS on (pg_cluster.sh FIRN_PG_SSL=1: a self-signed certificate;
+    TCP connections without TLS refused, so whatever worked over it went over TLS)."""
+    handle = Path(tempfile.mkdtemp(prefix="firn-pytest-pgtls.")) / "cluster"
+    proc = subprocess.run(["bash", str(PG_CLUSTER), "start", str(handle)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120,
+                          env=dict(os.environ, FIRN_PG_SSL="1"))
+
+    def stop():
+        subprocess.run(["bash", str(PG_CLUSTER), "stop", str(handle)], check=False, timeout=60)
+        shutil.rmtree(handle.parent, ignore_errors=True)
+
+    request.addfinalizer(stop)
+    if proc.returncode != 0:
+        pytest.fail(f"pg_cluster.sh start (TLS) failed ({proc.returncode}):\n{proc.stderr}",
+                    pytrace=False)
+    env = _parse_exports(proc.stdout)
+    return PgCluster(host=env["PGHOST"], port=int(env["PGPORT"]), user=env["PGUSER"],
+                     dbname=env["PGDATABASE"])
+
+
 @pytest.fixture
 def pg_db(pg: PgCluster):
     """A fresh, empty database for one test (dropped afterwards); yields its name."""

@@ -9,37 +9,15 @@ DuckDB)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-from conftest import PG_CLUSTER, PgCluster, _parse_exports
+from conftest import PgCluster
 from firnutil import FirnEnv, compare_table, firn_errors, stop_process, wait_for
-
-
-@pytest.fixture(scope="module")
-def pg_tls() -> PgCluster:
-    """A cluster of its own with TLS on (non-TLS TCP refused)."""
-    handle = Path(tempfile.mkdtemp(prefix="firn-pytest-pgtls.")) / "cluster"
-    env = dict(os.environ, FIRN_PG_SSL="1")
-    proc = subprocess.run(["bash", str(PG_CLUSTER), "start", str(handle)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=120, env=env)
-    try:
-        if proc.returncode != 0:
-            pytest.fail(f"pg_cluster.sh start (TLS) failed:\n{proc.stderr}", pytrace=False)
-        exports = _parse_exports(proc.stdout)
-        yield PgCluster(host=exports["PGHOST"], port=int(exports["PGPORT"]),
-                        user=exports["PGUSER"], dbname=exports["PGDATABASE"])
-    finally:
-        subprocess.run(["bash", str(PG_CLUSTER), "stop", str(handle)], check=False, timeout=60)
-        shutil.rmtree(handle.parent, ignore_errors=True)
 
 
 @pytest.fixture(params=["disable", "require"])
