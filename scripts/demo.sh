@@ -126,7 +126,7 @@ cat <<MSG
 
 demo: done. PostgreSQL keeps running at $FIRN_TEST_PGURI; the Iceberg tables are in
 demo: $WAREHOUSE (catalog $DEMO/catalog.db, namespace demo_public).
-demo: change rows with psql and run the sync again:
+demo: change rows with psql and run the sync again, from $PWD:
 demo:   $FIRN sync ${ARGS[*]}
 demo: or keep streaming with --follow (Ctrl-C commits and stops). Read a table again:
 demo:   $VENV_PY -c "from pyiceberg.catalog.sql import SqlCatalog; print(SqlCatalog('firn', uri='sqlite:///$PWD/$DEMO/catalog.db', warehouse='file://$PWD/$DEMO/warehouse').load_table('demo_public.orders').scan().to_arrow())"
