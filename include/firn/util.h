@@ -213,6 +213,14 @@ FIRN_MUST_CHECK firn_rc firn_buf_fill(firn_buf *b, uint8_t c, size_t n);
 uint8_t *firn_buf_take(firn_buf *b, size_t *out_len);
 /** Drops bytes past new_len (new_len <= len). */
 void firn_buf_truncate(firn_buf *b, size_t new_len);
+/** Room after the data for a producer that writes in place (a read, a copy by another
+ * library): ensures at least min bytes, stores the room's size in *room (>= min; the trailing
+ * NUL's byte is not part of it) and returns where it starts, valid until the next call that
+ * changes b. NULL and *room 0 when min more bytes would pass max. firn_buf_commit adds what
+ * was written. */
+uint8_t *firn_buf_room(firn_buf *b, size_t min, size_t *room);
+/** Adds the n bytes written at firn_buf_room's pointer to the data (n <= the room given). */
+void firn_buf_commit(firn_buf *b, size_t n);
 
 /* Writers of fixed-width values into a buffer: big endian (wire protocols, "be") and little
  * endian (Parquet, Avro, Iceberg single values, "le"). Each fails only with FIRN_ERR_TOO_LARGE. */

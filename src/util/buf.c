@@ -128,6 +128,23 @@ void firn_buf_truncate(firn_buf *b, size_t new_len)
         b->data[new_len] = '\0';
 }
 
+uint8_t *firn_buf_room(firn_buf *b, size_t min, size_t *room)
+{
+    if (firn_buf_reserve(b, min) != FIRN_OK) {
+        *room = 0;
+        return NULL;
+    }
+    *room = b->cap - b->len - 1; /* reserve keeps a byte for the trailing NUL */
+    return b->data + b->len;
+}
+
+void firn_buf_commit(firn_buf *b, size_t n)
+{
+    FIRN_ASSERT(b->data && n < b->cap - b->len);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
 firn_rc firn_wr_u8(firn_buf *b, uint8_t v)
 {
     return firn_buf_append(b, &v, 1);

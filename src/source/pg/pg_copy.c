@@ -171,6 +171,20 @@ consume(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, size_t *use
     return FIRN_OK;
 }
 
+/* Consumes the complete units in d->pending and keeps what is left (the start of the next
+ * tuple, or nothing) at its front. */
+static firn_rc consume_pending(firn_pg_copy *d, uint64_t lsn, firn_err *err)
+{
+    firn_buf *b = &d->pending;
+    size_t used = 0;
+    firn_rc rc = consume(d, b->data, b->len, lsn, &used, err);
+    size_t left = b->len - used;
+    if (used > 0 && left > 0)
+        memmove(b->data, b->data + used, left);
+    firn_buf_truncate(b, left);
+    return rc;
+}
+
 firn_rc
 firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, firn_err *err)
 {
@@ -185,40 +199,18 @@ firn_pg_copy_feed(firn_pg_copy *d, const uint8_t *p, size_t len, uint64_t lsn, f
     if (firn_buf_append(&d->pending, p, len))
         return firn_err_set(err, FIRN_ERR_TOO_LARGE, "COPY tuple larger than %zu bytes",
                             COPY_PENDING_MAX);
-    FIRN_TRY(consume(d, d->pending.data, d->pending.len, lsn, &used, err));
-    size_t left = d->pending.len - used;
-    memmove(d->pending.data, d->pending.data + used, left);
-    firn_buf_truncate(&d->pending, left);
-    return FIRN_OK;
+    return consume_pending(d, lsn, err);
 }
 
 uint8_t *firn_pg_copy_room(firn_pg_copy *d, size_t *room)
 {
-    firn_buf *b = &d->pending;
-    if ((b->cap > b->len ? b->cap - b->len - 1 : 0) < FIRN_PG_COPY_ROOM &&
-        firn_buf_reserve(b, FIRN_PG_COPY_ROOM) != FIRN_OK) {
-        *room = 0;
-        return NULL;
-    }
-    *room = b->cap - b->len - 1; /* the buffer's trailing NUL keeps its byte */
-    return b->data + b->len;
+    return firn_buf_room(&d->pending, FIRN_PG_COPY_ROOM, room);
 }
 
 firn_rc firn_pg_copy_feed_room(firn_pg_copy *d, size_t n, uint64_t lsn, firn_err *err)
 {
-    firn_buf *b = &d->pending;
-    FIRN_ASSERT(b->cap > b->len && n < b->cap - b->len);
-    b->len += n;
-    b->data[b->len] = 0;
-    size_t used = 0;
-    firn_rc rc = consume(d, b->data, b->len, lsn, &used, err);
-    if (used == b->len) { /* the common case: the bytes were whole tuples */
-        firn_buf_reset(b);
-    } else if (used > 0) { /* what is left is the start of the next tuple */
-        memmove(b->data, b->data + used, b->len - used);
-        firn_buf_truncate(b, b->len - used);
-    }
-    return rc;
+    firn_buf_commit(&d->pending, n);
+    return consume_pending(d, lsn, err);
 }
 
 firn_rc firn_pg_copy_finish(firn_pg_copy *d, firn_err *err)

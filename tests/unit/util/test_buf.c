@@ -3,6 +3,8 @@
 #include "firn/util.h"
 #include "t.h"
 
+#include <string.h>
+
 T_TEST(buf_append_and_nul)
 {
     firn_buf b;
@@ -30,6 +32,28 @@ T_TEST(buf_limit_leaves_contents)
     T_OK(firn_buf_append(&b, "5", 1));
     T_EQ_STR((char *)b.data, "12345");
     T_EQ_INT(firn_wr_u8(&b, 1), FIRN_ERR_TOO_LARGE);
+    firn_buf_deinit(&b);
+}
+
+T_TEST(buf_room_and_commit)
+{
+    firn_buf b;
+    firn_buf_init(&b, 10);
+    T_OK(firn_buf_append(&b, "ab", 2));
+    size_t room = 0;
+    uint8_t *at = firn_buf_room(&b, 3, &room);
+    T_TRUE(at == b.data + 2 && room >= 3 && room <= 8); /* the NUL's byte is not room */
+    memcpy(at, "cde", 3);
+    firn_buf_commit(&b, 3);
+    T_EQ_UINT(b.len, 5);
+    T_EQ_STR((char *)b.data, "abcde"); /* NUL-terminated again */
+    at = firn_buf_room(&b, 5, &room);
+    T_TRUE(at != NULL && room == 5); /* up to max, which leaves exactly 5 */
+    memcpy(at, "fghij", 5);
+    firn_buf_commit(&b, 5);
+    T_EQ_STR((char *)b.data, "abcdefghij");
+    T_TRUE(firn_buf_room(&b, 1, &room) == NULL && room == 0); /* past max */
+    T_EQ_STR((char *)b.data, "abcdefghij");
     firn_buf_deinit(&b);
 }
 
@@ -135,6 +159,7 @@ T_TEST(zigzag)
 
 T_MAIN(T_CASE(buf_append_and_nul),
        T_CASE(buf_limit_leaves_contents),
+       T_CASE(buf_room_and_commit),
        T_CASE(buf_take_resets),
        T_CASE(writers_and_reader_round_trip),
        T_CASE(cstr_without_nul_fails),
