@@ -537,6 +537,8 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
             s->kept += 4 + (n == UINT32_MAX ? 0 : (size_t)n);
             break;
+        default: /* kind_of gives one of the above: no range check before the jump */
+            __builtin_unreachable();
         }
         if (rc)
             goto fail;
