@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Binary COPY decode benchmark: the rows of one table, saved once as the COPY stream firn reads
- * (`COPY (SELECT <firn's select list>) TO STDOUT (FORMAT binary)`), fed one tuple per call as
- * libpq hands CopyData messages (each copied into the decoder's room first, as the backfill's
- * PQgetlineAsync does), into batches of BATCH_ROWS rows (reset when full, as the
+ * (`COPY (SELECT <firn's select list>) TO STDOUT (FORMAT binary)`), fed a room at a time as
+ * the backfill's reader does (CopyData messages copied into the decoder's room while it has
+ * space, as PQgetlineAsync copies them), into batches of BATCH_ROWS rows (reset when full, as the
  * backfill does after each delivery). No network and no server work: CPU per row of the decoder
  * alone, repeatable to a few percent where `backfill_quick.sh` varies by +-15 %. Prints one JSON
  * line: rows, the lowest CPU seconds of REPS passes (getrusage), CPU-s per million rows.
@@ -87,17 +87,29 @@ pass(const firn_pg_table *t, const uint8_t *p, const size_t *offs, size_t n, fir
     firn_batch *b = firn_batch_new(t->schema);
     firn_pg_copy *d = firn_pg_copy_new(t, b);
     firn_rc rc = firn_pg_copy_feed(d, p, offs[0], 0, err); /* header */
-    for (size_t i = 0; rc == FIRN_OK && i < n; i++) {
-        /* each tuple copied into the decoder's room, as PQgetlineAsync copies it out of libpq's
-         * input buffer: the decoder meets it in the cache as it does in a backfill */
-        size_t len = offs[i + 1] - offs[i], room = 0;
+    size_t i = 0, done = 0; /* tuple i, of which done bytes were given */
+    while (rc == FIRN_OK && i < n) {
+        /* as the backfill's reader: tuples copied into the decoder's room while it has space,
+         * the way PQgetlineAsync copies them out of libpq's input buffer (a tuple that does not
+         * fit in part), so the decoder meets them in the cache as it does in a backfill */
+        size_t room = 0, filled = 0;
         uint8_t *at = firn_pg_copy_room(d, &room);
-        if (!at || room < len) {
+        if (!at) {
             rc = FIRN_ERR_TOO_LARGE;
             break;
         }
-        memcpy(at, p + offs[i], len);
-        rc = firn_pg_copy_feed_room(d, len, 0, err);
+        while (i < n && filled < room) {
+            size_t left = offs[i + 1] - offs[i] - done;
+            size_t take = left < room - filled ? left : room - filled;
+            memcpy(at + filled, p + offs[i] + done, take);
+            filled += take;
+            done += take;
+            if (done == offs[i + 1] - offs[i]) {
+                i++;
+                done = 0;
+            }
+        }
+        rc = firn_pg_copy_feed_room(d, filled, 0, err);
         if (rc == FIRN_OK && firn_batch_rows(b) >= BATCH_ROWS)
             firn_batch_reset(b);
     }

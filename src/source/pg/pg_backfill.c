@@ -525,6 +525,27 @@ static int copy_next(const runner *r, PGconn *pq, bool lowat, uint8_t *room, siz
     }
 }
 
+/* After copy_next put n > 0 bytes into room: the messages libpq already holds complete, copied
+ * behind them while room is left (the last one perhaps in part; the decoder takes the stream in
+ * any split); the bytes in room, *msgs the calls that gave bytes. The decoder then takes a room
+ * of tuples (~270 taxi rows in 64 KiB) in one call instead of one call per tuple: per row the
+ * room, feed and consume calls were ~200 instructions (callgrind, 1 M taxi rows). Never waits:
+ * PQgetlineAsync returns 0 when no complete message is buffered, and -1 at the end of the data
+ * (then again at the next call, where copy_next sees it). */
+static size_t copy_fill(PGconn *pq, uint8_t *room, size_t room_len, size_t n, size_t *msgs)
+{
+    *msgs = 1;
+    while (n < room_len) {
+        size_t left = room_len - n;
+        int got = PQgetlineAsync(pq, (char *)room + n, left > INT_MAX ? INT_MAX : (int)left);
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+        (*msgs)++;
+    }
+    return n;
+}
+
 /* Asks the server to stop the COPY (best effort: the rest of the stream is read and dropped). */
 static void cancel_copy(PGconn *pq)
 {
@@ -567,10 +588,11 @@ static firn_rc read_copy(worker *w, const firn_pg_chunk *c, bool *cb_failed, fir
             rc = firn_err_set(err, FIRN_ERR_CANCELLED, "backfill cancelled");
             cancel_copy(pq);
         } else if (!rc) {
+            size_t msgs = 0, filled = copy_fill(pq, room, room_len, (size_t)n, &msgs);
             uint64_t lsn = w->r->opts->snapshot_lsn;
-            rc = firn_pg_copy_feed_room(w->copy, (size_t)n, lsn, err);
-            fed_rows++;
-            fed_bytes += (size_t)n;
+            rc = firn_pg_copy_feed_room(w->copy, filled, lsn, err);
+            fed_rows += msgs;
+            fed_bytes += filled;
             if (!rc && (fed_rows >= CHECK_ROWS || fed_bytes >= CHECK_BYTES)) {
                 fed_rows = fed_bytes = 0;
                 if (should_stop(w->r)) {
