@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define FIRN_MUST_CHECK   __attribute__((warn_unused_result))
 #define FIRN_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -199,6 +200,18 @@ void firn_buf_reset(firn_buf *b);
 FIRN_MUST_CHECK firn_rc firn_buf_reserve(firn_buf *b, size_t extra);
 /** Appends len bytes from p. FIRN_ERR_TOO_LARGE past max, contents unchanged. */
 FIRN_MUST_CHECK firn_rc firn_buf_append(firn_buf *b, const void *p, size_t len);
+/** firn_buf_append with its common case inline, for per-value appends in inner loops: when b
+ * already has room for len bytes and the trailing NUL (so len stays within max), one memcpy
+ * and no call; otherwise firn_buf_append (growth, FIRN_ERR_TOO_LARGE). */
+FIRN_MUST_CHECK static inline firn_rc firn_buf_append_fast(firn_buf *b, const void *p, size_t len)
+{
+    if (len >= b->cap - b->len)
+        return firn_buf_append(b, p, len);
+    memcpy(b->data + b->len, p, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return FIRN_OK;
+}
 /** Appends a NUL-terminated string (without its NUL). */
 FIRN_MUST_CHECK firn_rc firn_buf_append_cstr(firn_buf *b, const char *s);
 /** Appends printf-formatted text. */

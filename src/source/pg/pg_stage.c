@@ -526,7 +526,7 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
         case SK_BYTES: /* < STAGE_RAW_MAX + a tuple's < 2 GiB */
             if (n == UINT32_MAX)
                 stage_null(c, r);
-            else if (firn_buf_append(&c->bytes, v, n))
+            else if (firn_buf_append_fast(&c->bytes, v, n))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
             c->ends[r] = (uint32_t)c->bytes.len;
             s->kept += n == UINT32_MAX ? 0 : n;
