@@ -345,15 +345,6 @@ static inline void stage_null(stage_col *c, size_t r)
     c->nulls++;
 }
 
-/* A staged value whose length n is not its type's: a null (slot r marked) or an error. */
-static firn_rc odd_length(stage_col *c, size_t r, uint32_t n, firn_err *err)
-{
-    if (n != UINT32_MAX)
-        return firn__pg_bad_value(c->type, n, err, "wrong length");
-    stage_null(c, r);
-    return FIRN_OK;
-}
-
 /* numeric(p<=18, s) in the form PostgreSQL sends for stored values (at most 4 base-10000
  * digits, each below 10000, at most 3 decimal digits beyond the scale): the unscaled value, or
  * false to leave it to dec64, which gives the same value or the error for anything else. The
@@ -394,7 +385,7 @@ static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len
     return true;
 }
 
-/* Decodes the numeric(p<=18,s) field v[0..n) (n UINT32_MAX: a null) into slot r of c; NaN
+/* Decodes the numeric(p<=18,s) field v[0..n) (not a null) into slot r of c; NaN
  * becomes a null. A value whose bytes equal the last one the fast path decoded in this column
  * (fees, flags and zeros repeat from row to row: by bench/datagen.py's distributions, 5 of the
  * taxi table's 11 numeric columns repeat their previous value 80-100 % of the time) takes that
@@ -423,10 +414,6 @@ static inline firn_rc stage_dec64(stage_col *c,
         }
     }
     v64[r] = 0;
-    if (n == UINT32_MAX) {
-        stage_null(c, r);
-        return FIRN_OK;
-    }
     bool null = false;
     FIRN_TRY(dec64(c, v, n, &v64[r], &null, stats, err));
     if (null) { /* numeric NaN: a null, its slot zero as every null's */
@@ -455,6 +442,28 @@ take_back(firn__pg_stage *s, size_t i, size_t raw_len, const firn_pg_decode_stat
     }
 }
 
+/* Stages the null field of column c at row r: a zero value slot marked null, an empty text
+ * value, or (SK_GENERIC) its length word kept as sent, q pointing at it. */
+static firn_rc stage_null_field(firn__pg_stage *s, stage_col *c, size_t r, const uint8_t *q)
+{
+    switch (c->kind) {
+    case SK_BYTES:
+        c->ends[r] = (uint32_t)c->bytes.len;
+        break;
+    case SK_GENERIC:
+        s->field[(size_t)(c - s->cols) * STAGE_ROWS + r] = (uint32_t)s->raw.len;
+        if (firn_buf_append(&s->raw, q, 4))
+            return FIRN_ERR_TOO_LARGE;
+        s->kept += 4;
+        return FIRN_OK; /* decoded as a null at the flush */
+    default:
+        memset(c->vals + r * c->width, 0, c->width);
+        break;
+    }
+    stage_null(c, r);
+    return FIRN_OK;
+}
+
 firn_rc
 firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used, firn_err *err)
 {
@@ -462,24 +471,32 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
     *used = 0;
     const size_t r = s->rows, raw_len = s->raw.len, kept = s->kept;
     const firn_pg_decode_stats stats0 = s->stats;
-    size_t pos = 2; /* <= len throughout */
+    const uint8_t *q = p + 2, *const lim = p + len; /* q: the next field, <= lim throughout */
     stage_col *c = s->cols, *const end = s->cols + s->table->n_columns;
     firn_rc rc = FIRN_OK;
-    /* one switch per field: its case checks the length and decodes (no second dispatch) */
+    /* One switch per field: its case checks the length and decodes (no second dispatch). A
+     * null's length (UINT32_MAX) is beyond any tuple's bytes, so the one bounds test sends
+     * nulls, negative lengths and a tuple not all here yet out of the common path. */
     for (; c < end; c++) {
-        if (len - pos < 4)
+        if (__builtin_expect((size_t)(lim - q) < 4, 0))
             break;
-        const uint8_t *q = p + pos, *v = q + 4;
+        const uint8_t *v = q + 4;
         uint32_t n = firn__pg_be32(q);
-        pos += 4;
-        if (n <= len - pos) {
-            pos += n;
-        } else if (n != UINT32_MAX) { /* a negative length, or not all here yet */
+        if (__builtin_expect(n > (size_t)(lim - v), 0)) {
+            if (n == UINT32_MAX) {
+                if (stage_null_field(s, c, r, q)) {
+                    rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
+                    goto fail;
+                }
+                q = v;
+                continue;
+            }
             if (n <= INT32_MAX)
-                break;
+                break; /* not all here yet */
             firn__pg_stage_clear(s);
             return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", (int32_t)n);
         }
+        q = v + n;
         int32_t *v32 = (int32_t *)(void *)c->vals;
         int64_t *v64 = (int64_t *)(void *)c->vals;
         switch (c->kind) {
@@ -524,18 +541,16 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
             rc = stage_dec64(c, r, v, n, &s->stats, err);
             break;
         case SK_BYTES: /* < STAGE_RAW_MAX + a tuple's < 2 GiB */
-            if (n == UINT32_MAX)
-                stage_null(c, r);
-            else if (firn_buf_append_fast(&c->bytes, v, n))
+            if (firn_buf_append_fast(&c->bytes, v, n))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
             c->ends[r] = (uint32_t)c->bytes.len;
-            s->kept += n == UINT32_MAX ? 0 : n;
+            s->kept += n;
             break;
         case SK_GENERIC:
             s->field[(size_t)(c - s->cols) * STAGE_ROWS + r] = (uint32_t)s->raw.len;
-            if (firn_buf_append(&s->raw, q, 4 + (n == UINT32_MAX ? 0 : (size_t)n)))
+            if (firn_buf_append(&s->raw, v - 4, 4 + (size_t)n))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
-            s->kept += 4 + (n == UINT32_MAX ? 0 : (size_t)n);
+            s->kept += 4 + (size_t)n;
             break;
         default: /* kind_of gives one of the above: no range check before the jump */
             __builtin_unreachable();
@@ -543,11 +558,10 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
         if (rc)
             goto fail;
         continue;
-    odd: /* a null, or a length that is not the type's */
+    odd: /* a length that is not the type's (a null took the branch above) */
         memset(c->vals + r * c->width, 0, c->width);
-        rc = odd_length(c, r, n, err);
-        if (rc)
-            goto fail;
+        rc = firn__pg_bad_value(c->type, n, err, "wrong length");
+        goto fail;
     }
     if (c < end) { /* not all here yet: staged again, whole, by a later call */
         take_back(s, (size_t)(c - s->cols), raw_len, &stats0);
@@ -555,7 +569,7 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
         return FIRN_OK;
     }
     s->rows++;
-    *used = pos;
+    *used = (size_t)(q - p);
     return FIRN_OK;
 fail:
     if (rc == FIRN_ERR_PARSE)
