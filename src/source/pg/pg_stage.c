@@ -44,6 +44,7 @@ typedef enum stage_kind {
     SK_DEC64, /* numeric(p<=18,s) -> unscaled int64 */
     SK_BYTES, /* text, bytea: bytes as sent */
     SK_GENERIC,
+    SK_END, /* the entry after the last column: the tuple's fields are all staged */
 } stage_kind;
 
 typedef struct stage_col {
@@ -136,7 +137,8 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
 {
     firn__pg_stage *s = firn_calloc(1, sizeof(*s));
     s->table = t;
-    s->cols = firn_calloc(t->n_columns ? t->n_columns : 1, sizeof(*s->cols));
+    s->cols = firn_calloc(t->n_columns + 1, sizeof(*s->cols));
+    s->cols[t->n_columns].kind = SK_END;
     s->field = firn_calloc((t->n_columns ? t->n_columns : 1) * STAGE_ROWS, sizeof(uint32_t));
     firn_buf_init(&s->raw, (size_t)UINT32_MAX);
     for (size_t i = 0; i < t->n_columns; i++) {
@@ -464,6 +466,21 @@ static firn_rc stage_null_field(firn__pg_stage *s, stage_col *c, size_t r, const
     return FIRN_OK;
 }
 
+/* The start of each case of firn__pg_stage_row's dispatch: the field's length word at q, its
+ * value v[0..n), q moved past it. A null's length (UINT32_MAX) is beyond any tuple's bytes, so
+ * the one bounds test sends nulls, negative lengths and a tuple not all here yet to odd_field;
+ * fewer than 4 bytes left go to short_tuple. */
+#define FIELD_HEAD()                                                                               \
+    do {                                                                                           \
+        if (__builtin_expect((size_t)(lim - q) < 4, 0))                                            \
+            goto short_tuple;                                                                      \
+        v = q + 4;                                                                                 \
+        n = firn__pg_be32(q);                                                                      \
+        if (__builtin_expect(n > (size_t)(lim - v), 0))                                            \
+            goto odd_field;                                                                        \
+        q = v + n;                                                                                 \
+    } while (0)
+
 firn_rc
 firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used, firn_err *err)
 {
@@ -472,81 +489,78 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
     const size_t r = s->rows, raw_len = s->raw.len, kept = s->kept;
     const firn_pg_decode_stats stats0 = s->stats;
     const uint8_t *q = p + 2, *const lim = p + len; /* q: the next field, <= lim throughout */
-    stage_col *c = s->cols, *const end = s->cols + s->table->n_columns;
+    const uint8_t *v;
+    uint32_t n;
+    stage_col *c = s->cols; /* the SK_END entry after the last column ends the loop */
     firn_rc rc = FIRN_OK;
-    /* One switch per field: its case checks the length and decodes (no second dispatch). A
-     * null's length (UINT32_MAX) is beyond any tuple's bytes, so the one bounds test sends
-     * nulls, negative lengths and a tuple not all here yet out of the common path. */
-    for (; c < end; c++) {
-        if (__builtin_expect((size_t)(lim - q) < 4, 0))
-            break;
-        const uint8_t *v = q + 4;
-        uint32_t n = firn__pg_be32(q);
-        if (__builtin_expect(n > (size_t)(lim - v), 0)) {
-            if (n == UINT32_MAX) {
-                if (stage_null_field(s, c, r, q)) {
-                    rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
-                    goto fail;
-                }
-                q = v;
-                continue;
-            }
-            if (n <= INT32_MAX)
-                break; /* not all here yet */
-            firn__pg_stage_clear(s);
-            return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", (int32_t)n);
-        }
-        q = v + n;
+    /* One switch per field, on the column's kind; its case reads the field's length word
+     * (FIELD_HEAD), checks the length and decodes: no second dispatch, and no test for the last
+     * column (SK_END). */
+    for (;; c++) {
         int32_t *v32 = (int32_t *)(void *)c->vals;
         int64_t *v64 = (int64_t *)(void *)c->vals;
         switch (c->kind) {
+        case SK_END:
+            s->rows++;
+            *used = (size_t)(q - p);
+            return FIRN_OK;
         case SK_I16:
+            FIELD_HEAD();
             if (n != 2)
                 goto odd;
             v32[r] = (int16_t)firn__pg_be16(v);
             continue;
         case SK_I32:
         case SK_F32:
+            FIELD_HEAD();
             if (n != 4)
                 goto odd;
             v32[r] = (int32_t)firn__pg_be32(v);
             continue;
         case SK_I64:
         case SK_F64:
+            FIELD_HEAD();
             if (n != 8)
                 goto odd;
             v64[r] = (int64_t)firn__pg_be64(v);
             continue;
         case SK_OID:
+            FIELD_HEAD();
             if (n != 4)
                 goto odd;
             v64[r] = (int64_t)firn__pg_be32(v);
             continue;
         case SK_BOOL:
+            FIELD_HEAD();
             if (n != 1)
                 goto odd;
             c->vals[r] = v[0] != 0;
             continue;
         case SK_DATE:
+            FIELD_HEAD();
             if (n != 4)
                 goto odd;
             rc = date_value(c, v, &v32[r], err);
             break;
         case SK_TS:
+            FIELD_HEAD();
             if (n != 8)
                 goto odd;
             v64[r] = ts_value((int64_t)firn__pg_be64(v), &s->stats);
             continue;
         case SK_DEC64:
+            FIELD_HEAD();
             rc = stage_dec64(c, r, v, n, &s->stats, err);
             break;
         case SK_BYTES: /* < STAGE_RAW_MAX + a tuple's < 2 GiB */
+            FIELD_HEAD();
             if (firn_buf_append_fast(&c->bytes, v, n))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
             c->ends[r] = (uint32_t)c->bytes.len;
             s->kept += n;
             break;
         case SK_GENERIC:
+            FIELD_HEAD();
             s->field[(size_t)(c - s->cols) * STAGE_ROWS + r] = (uint32_t)s->raw.len;
             if (firn_buf_append(&s->raw, v - 4, 4 + (size_t)n))
                 rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
@@ -558,18 +572,26 @@ firn__pg_stage_row(firn__pg_stage *s, const uint8_t *p, size_t len, size_t *used
         if (rc)
             goto fail;
         continue;
-    odd: /* a length that is not the type's (a null took the branch above) */
+    odd_field: /* a null, a negative length, or not all here yet */
+        if (n == UINT32_MAX) {
+            q = v;
+            if (stage_null_field(s, c, r, v - 4) == FIRN_OK)
+                continue;
+            rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "staged COPY fields exceed 4 GiB");
+            goto fail;
+        }
+        if (n <= INT32_MAX)
+            goto short_tuple;
+        firn__pg_stage_clear(s);
+        return firn_err_set(err, FIRN_ERR_PARSE, "negative COPY field length %d", (int32_t)n);
+    odd: /* a length that is not the type's (a null went to odd_field) */
         memset(c->vals + r * c->width, 0, c->width);
         rc = firn__pg_bad_value(c->type, n, err, "wrong length");
         goto fail;
     }
-    if (c < end) { /* not all here yet: staged again, whole, by a later call */
-        take_back(s, (size_t)(c - s->cols), raw_len, &stats0);
-        s->kept = kept;
-        return FIRN_OK;
-    }
-    s->rows++;
-    *used = (size_t)(q - p);
+short_tuple: /* not all here yet: staged again, whole, by a later call */
+    take_back(s, (size_t)(c - s->cols), raw_len, &stats0);
+    s->kept = kept;
     return FIRN_OK;
 fail:
     if (rc == FIRN_ERR_PARSE)
@@ -577,6 +599,8 @@ fail:
     firn__pg_stage_clear(s);
     return rc;
 }
+
+#undef FIELD_HEAD
 
 /* Decodes a column without a staged decoder into its side batch column. */
 static firn_rc decode_generic(
