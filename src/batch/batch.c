@@ -248,6 +248,18 @@ static void validity_grow(firn_column *c, size_t new_len, bool make)
     }
 }
 
+/* Makes room for n more fixed-width values after slot c->length. */
+static void values_reserve(firn_column *c, size_t n)
+{
+    if (c->length + n > c->values_cap || !c->values) {
+        size_t cap = c->values_cap ? c->values_cap : 64;
+        while (cap < c->length + n)
+            cap *= 2;
+        c->values = firn_reallocarray(c->values, cap, c->width);
+        c->values_cap = cap;
+    }
+}
+
 /* Nulls among n flags (nonzero = present); 0 when valid is NULL. */
 static size_t count_nulls(size_t n, const uint8_t *valid)
 {
@@ -257,6 +269,22 @@ static size_t count_nulls(size_t n, const uint8_t *valid)
     return nulls;
 }
 
+/* Sets (valid) or clears the bits of slots [from, from + n) of a bitmap: the partial bytes at
+ * either end bit by bit, the whole bytes between with one memset. */
+static void bits_set_range(uint8_t *bits, size_t from, size_t n, bool valid)
+{
+    const uint8_t fill = valid ? 0xFF : 0;
+    size_t k = from, end = from + n;
+    for (; k < end && k % 8 != 0; k++)
+        bits[k / 8] = (uint8_t)((bits[k / 8] & ~(1u << (k % 8))) | (fill & (1u << (k % 8))));
+    if (end - k >= 8) {
+        memset(bits + k / 8, fill, (end - k) / 8);
+        k += (end - k) / 8 * 8;
+    }
+    for (; k < end; k++)
+        bits[k / 8] = (uint8_t)((bits[k / 8] & ~(1u << (k % 8))) | (fill & (1u << (k % 8))));
+}
+
 /* Sets the validity bits of slots length..length+n-1 from valid (NULL: all present), creating
  * the bitmap when one of them (nulls > 0) is a null. Leaves length as it is. */
 static void mark_valid_n(firn_column *c, size_t n, const uint8_t *valid, size_t nulls)
@@ -264,9 +292,13 @@ static void mark_valid_n(firn_column *c, size_t n, const uint8_t *valid, size_t 
     validity_grow(c, c->length + n, nulls > 0);
     if (!c->validity)
         return;
+    if (!valid) {
+        bits_set_range(c->validity, c->length, n, true);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         size_t k = c->length + i;
-        if (!valid || valid[i])
+        if (valid[i])
             c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
         else
             c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
@@ -277,13 +309,7 @@ void *firn_column_append_fixed_n(firn_column *c, size_t n, const uint8_t *valid)
 {
     FIRN_ASSERT(c->width && !c->list_open && c->field->type != FIRN_TYPE_STRUCT);
     size_t nulls = count_nulls(n, valid);
-    if (c->length + n > c->values_cap || !c->values) {
-        size_t cap = c->values_cap ? c->values_cap : 64;
-        while (cap < c->length + n)
-            cap *= 2;
-        c->values = firn_reallocarray(c->values, cap, c->width);
-        c->values_cap = cap;
-    }
+    values_reserve(c, n);
     mark_valid_n(c, n, valid, nulls);
     uint8_t *out = c->values + c->length * c->width;
     if (valid)
@@ -505,7 +531,9 @@ static void fill_meta(firn_batch *b, firn_op op, uint64_t lsn, size_t at)
     }
 }
 
-/* Appends n copies of the len bytes at p to a string/binary column. */
+/* Appends n copies of the len bytes at p to a string/binary column: the bytes (one memset for a
+ * single byte, _firn_op), offsets stepping by len, the validity bits (if the column has a
+ * bitmap) set in bulk. */
 static void append_repeat_bytes(firn_column *c, const void *p, size_t len, size_t n)
 {
     FIRN_ASSERT(!c->width && !c->n_children);
@@ -519,21 +547,24 @@ static void append_repeat_bytes(firn_column *c, const void *p, size_t len, size_
     validity_grow(c, c->length + n, false);
     FIRN_ASSERT(c->data.len + len * n <= UINT32_MAX);
     uint8_t *out = c->data.data + c->data.len; /* reserved above */
-    uint32_t end = (uint32_t)c->data.len;
-    for (size_t i = 0; i < n; i++) {
-        memcpy(out + i * len, p, len);
-        end += (uint32_t)len;
-        size_t k = c->length + i;
-        c->offsets[k + 1] = end;
-        if (c->validity)
-            c->validity[k / 8] |= (uint8_t)(1u << (k % 8));
+    if (len == 1) {
+        memset(out, *(const uint8_t *)p, n);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            memcpy(out + i * len, p, len);
     }
+    const uint32_t base = (uint32_t)c->data.len, step = (uint32_t)len;
+    uint32_t *off = c->offsets + c->length + 1;
+    for (size_t i = 0; i < n; i++)
+        off[i] = base + (uint32_t)(i + 1) * step;
+    if (c->validity)
+        bits_set_range(c->validity, c->length, n, true);
     c->data.len += len * n;
     c->data.data[c->data.len] = '\0'; /* as firn_buf_append keeps it */
     c->length += n;
 }
 
-/* Appends n slots holding v to a 64-bit column. */
+/* Appends n slots holding v to a 64-bit column, marked present. */
 static void append_repeat_i64(firn_column *c, int64_t v, size_t n)
 {
     FIRN_ASSERT(c->width == 8);
@@ -542,18 +573,21 @@ static void append_repeat_i64(firn_column *c, int64_t v, size_t n)
         out[i] = v;
 }
 
-/* Appends n slots holding the time us (INT64_MIN: null) to a timestamp column. */
+/* Appends n slots holding the time us (INT64_MIN: n nulls, zero values) to a timestamp
+ * column. */
 static void append_repeat_time(firn_column *c, int64_t us, size_t n)
 {
     if (us != INT64_MIN) {
         append_repeat_i64(c, us, n);
         return;
     }
-    append_repeat_i64(c, 0, n);
-    validity_grow(c, c->length, true);
-    for (size_t k = c->length - n; k < c->length; k++)
-        c->validity[k / 8] &= (uint8_t) ~(1u << (k % 8));
+    FIRN_ASSERT(c->width == 8 && !c->list_open);
+    values_reserve(c, n);
+    memset(c->values + c->length * c->width, 0, n * c->width);
+    validity_grow(c, c->length + n, true);
+    bits_set_range(c->validity, c->length, n, false);
     c->null_count += n;
+    c->length += n;
 }
 
 /* fill_meta for rows [at, at + n), all of operation op at position lsn: one bulk append per
@@ -655,12 +689,9 @@ firn_rc firn_batch_end_rows(firn_batch *b, size_t n, firn_op op, uint64_t lsn, f
         b->rows_cap = cap;
     }
     memset(b->ops + b->rows, (int)op, n);
-    if (lsn == 0) {
-        memset(b->lsns + b->rows, 0, n * sizeof(uint64_t));
-    } else {
-        for (size_t i = 0; i < n; i++)
-            b->lsns[b->rows + i] = lsn;
-    }
+    uint64_t *lsns = b->lsns + b->rows; /* a local: the stores cannot alias b->rows */
+    for (size_t i = 0; i < n; i++)
+        lsns[i] = lsn;
     b->rows += n;
     return FIRN_OK;
 }

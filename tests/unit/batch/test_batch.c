@@ -247,8 +247,9 @@ T_TEST(metadata_columns_filled_by_end_row)
 }
 
 /* firn_batch_end_rows fills the metadata columns in bulk exactly as firn_batch_end_row does row
- * by row: null and present times, bitmaps grown past their first bytes, a FIRN_META_NULL
- * column. */
+ * by row: null and present times, bitmaps grown past their first bytes, runs of validity bits
+ * that start and end inside a byte (parts of 100, 200, 1 and 1000 rows), an operation column
+ * with a bitmap (a null its caller appended), a FIRN_META_NULL column, operations and LSNs. */
 T_TEST(end_rows_equals_end_row)
 {
     firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
@@ -278,12 +279,21 @@ T_TEST(end_rows_equals_end_row)
         for (size_t r = 0; r < PARTS[p]; r++) {
             firn_column_append_i64(firn_batch_column(one, 0), (int64_t)r);
             firn_column_append_i64(firn_batch_column(bulk, 0), (int64_t)r);
+            if (p == 2) /* filled by the caller: a null, and _firn_op gets a validity bitmap */
+                firn_column_append_null(firn_batch_column(one, 1));
             T_OK_ERR(firn_batch_end_row(one, op, 10 + p, &err), &err);
         }
+        if (p == 2)
+            firn_column_append_null(firn_batch_column(bulk, 1));
         T_OK_ERR(firn_batch_end_rows(bulk, PARTS[p], op, 10 + p, &err), &err);
     }
     size_t n = firn_batch_rows(one);
     T_EQ_UINT(firn_batch_rows(bulk), n);
+    T_EQ_UINT(firn_column_null_count(firn_batch_column(bulk, 1)), 1);
+    for (size_t r = 0; r < n; r++) {
+        T_EQ_INT(firn_batch_op(bulk, r), firn_batch_op(one, r));
+        T_EQ_UINT(firn_batch_lsn(bulk, r), firn_batch_lsn(one, r));
+    }
     for (size_t i = 1; i < 6; i++) {
         firn_column *a = firn_batch_column(one, i), *b = firn_batch_column(bulk, i);
         T_EQ_UINT(firn_column_length(b), n);
