@@ -90,6 +90,9 @@ void firn__pq_tr_skip(pq_tr *r, uint8_t type);
 /* ---- RLE / bit-packed hybrid ------------------------------------------------------------- */
 FIRN_MUST_CHECK firn_rc firn__pq_rle_u8(firn_buf *out, const uint8_t *v, size_t n, int bit_width);
 FIRN_MUST_CHECK firn_rc firn__pq_rle_u32(firn_buf *out, const uint32_t *v, size_t n, int bit_width);
+/* The bytes firn__pq_rle_u32 writes for n copies of v (one RLE run when n >= 8), without an
+ * array of them. */
+FIRN_MUST_CHECK firn_rc firn__pq_rle_u32_repeat(firn_buf *out, uint32_t v, size_t n, int bit_width);
 /* Decodes n values; false on malformed input. */
 bool firn__pq_rle_decode(const uint8_t *p, size_t len, int bit_width, uint32_t *out, size_t n);
 static inline int firn__pq_bit_width(uint64_t max_value)
@@ -271,7 +274,9 @@ typedef struct pq_colw {
     uint8_t *def, *rep;
     size_t n_levels, levels_cap;
     uint32_t *ids;
-    size_t n_ids, ids_cap;
+    size_t n_ids, ids_cap; /* n_ids: the page's ids, run_ids of them not stored in ids */
+    size_t run_ids;        /* the last run_ids ids are all run_id, written into ids on demand */
+    uint32_t run_id;
     firn_buf plain;
     size_t page_values; /* non-null values */
     /* dictionary */

@@ -208,6 +208,19 @@ DEFINE_RUN8(rle_u32, uint32_t)
 DEFINE_RLE(rle_u8, uint8_t)
 DEFINE_RLE(rle_u32, uint32_t)
 
+firn_rc firn__pq_rle_u32_repeat(firn_buf *out, uint32_t v, size_t n, int bw)
+{
+    if (n < 8) { /* a literal group, as firn__pq_rle_u32 writes it */
+        uint32_t few[8];
+        for (size_t i = 0; i < n; i++)
+            few[i] = v;
+        return firn__pq_rle_u32(out, few, n, bw);
+    }
+    uint64_t x = v;
+    FIRN_TRY(firn_wr_uvarint(out, (uint64_t)n << 1));
+    return firn_buf_append(out, &x, (size_t)(bw + 7) / 8); /* little-endian host */
+}
+
 bool firn__pq_rle_decode(const uint8_t *p, size_t len, int bw, uint32_t *out, size_t n)
 {
     firn_rd r;

@@ -873,6 +873,85 @@ T_TEST(equal_value_steps_read_back)
     firn_field_free(s);
 }
 
+/* ---- runs of one id that span steps and pages ---------------------------------------------- */
+
+enum { CR_ROWS = 20005, CR_PAGE = 10000, CR_WRITE = 1000 };
+
+/* The value index of row r: 0 in long runs (rows [0, 9000) in steps of CR_WRITE rows whose runs
+ * of one id join, page 2 after its first row, and a last page of 5 rows: a run shorter than one
+ * RLE run), 1 in rows 9000..9002 (a step with a short run of another value inside the first
+ * page) and in row 10000 (page 2's first value, a step of its own, before a run of 0), 2 in row
+ * 9999 (the last value of page 1 differs). */
+static int cr_value(size_t r)
+{
+    if ((r >= 9000 && r < 9003) || r == CR_PAGE)
+        return 1;
+    return r == 9999 ? 2 : 0;
+}
+
+static void cr_row(firn_batch *b, size_t r)
+{
+    static const char *const strs[] = {"r", "u", "d"};
+    static const int64_t longs[] = {0x1A2B3C4D5E, 7, (int64_t)1 << 40};
+    int v = cr_value(r);
+    firn_column_append_i32(firn_batch_column(b, 0), 100 + v); /* required */
+    firn_column_append_i64(firn_batch_column(b, 1), longs[v]);
+    firn_column_append_bytes(firn_batch_column(b, 2), strs[v], 1);
+    /* null in the last page and at every 1000th row of the first: runs of present values with
+     * nulls between them */
+    if (r >= 2 * CR_PAGE || (r < CR_PAGE && r % CR_WRITE == 500))
+        firn_column_append_null(firn_batch_column(b, 3));
+    else
+        firn_column_append_i64(firn_batch_column(b, 3), 1764590400000000 + v);
+    firn_column_append_double(firn_batch_column(b, 4), v == 0 ? -0.0 : 0.5 * v);
+    T_OK(firn_batch_end_row(b, FIRN_OP_READ, 0, NULL));
+}
+
+/* Steps of one value keep their ids as a pending run (ids_run) that later steps of the same id
+ * extend, a step of other values writes out, and a page of one id writes as one RLE run: a
+ * first page of a joined run, a short run of another value and a different last value; a page
+ * of one value over 10 steps; a last page of 5 (a literal group); a column null in a whole page
+ * and one with nulls between its runs; every physical type with a dictionary (int32, int64,
+ * byte array, double). The file is written in batches of up to CR_WRITE rows (each a step of
+ * its own) and reads back value for value. */
+T_TEST(constant_runs_read_back)
+{
+    firn_field *s = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(s, firn_field_new(1, "i", FIRN_TYPE_INT, true));
+    firn_field_add(s, firn_field_new(2, "_firn_lsn", FIRN_TYPE_LONG, false));
+    firn_field_add(s, firn_field_new(3, "_firn_op", FIRN_TYPE_STRING, false));
+    firn_field_add(s, firn_field_new(4, "_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, false));
+    firn_field_add(s, firn_field_new(5, "d", FIRN_TYPE_DOUBLE, false));
+    firn_batch *all = firn_batch_new(s);
+    firn_pq_options o;
+    firn_pq_options_init(&o);
+    o.page_rows = CR_PAGE;
+    firn_err err = {0};
+    firn_buf file;
+    firn_buf_init(&file, (size_t)1 << 30);
+    firn_pq_writer *w;
+    T_OK_ERR(firn_pq_writer_new(s, &o, mem_write, &file, &w, &err), &err);
+    for (size_t r0 = 0, end; r0 < CR_ROWS; r0 = end) {
+        end = r0 == CR_PAGE ? r0 + 1 : (r0 / CR_WRITE + 1) * CR_WRITE; /* row 10000 alone */
+        firn_batch *part = firn_batch_new(s);
+        for (size_t r = r0; r < end && r < CR_ROWS; r++) {
+            cr_row(part, r);
+            cr_row(all, r);
+        }
+        T_OK_ERR(firn_pq_writer_write(w, part, &err), &err);
+        firn_batch_free(part);
+    }
+    T_OK_ERR(firn_pq_writer_close(w, &err), &err);
+    firn_pq_writer_free(w);
+    firn_batch *b = read_one_group(&file, s, CR_ROWS);
+    for (size_t c = 0; c < 5; c++)
+        same_column_bits(all, b, c, CR_ROWS, cr_value);
+    firn_batch_free(b);
+    firn_buf_deinit(&file);
+    firn_batch_free(all);
+    firn_field_free(s);
+}
+
 /* ---- PLAIN pages compressed in place, page headers written before their sizes are known ---- */
 
 enum { PL_ROWS = 30000, PL_PAGE = 2000 };
@@ -1045,5 +1124,6 @@ T_MAIN(T_CASE(roundtrip_zstd),
        T_CASE(not_parquet),
        T_CASE(row_group_value_bytes),
        T_CASE(equal_value_steps_read_back),
+       T_CASE(constant_runs_read_back),
        T_CASE(direct_window_values_read_back),
        T_CASE(plain_pages_in_place_read_back))

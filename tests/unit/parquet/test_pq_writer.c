@@ -185,6 +185,32 @@ T_TEST(rle_matches_reference_bytes)
     }
 }
 
+/* firn__pq_rle_u32_repeat (a page whose ids are one run, written without an array of them)
+ * writes the bytes firn__pq_rle_u32 writes for the array: literal groups below 8 values, one
+ * run from 8 on, values of every width up to 32 bits. */
+T_TEST(rle_repeat_matches_array)
+{
+    static uint32_t v[70000];
+    static const size_t NS[] = {0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 504, 505, 4096, 69999};
+    for (int bw = 1; bw <= 32; bw++) {
+        const uint32_t mask = (uint32_t)((1ull << bw) - 1), x = mask ^ (mask >> 2); /* top bit */
+        for (size_t k = 0; k < sizeof(NS) / sizeof(NS[0]); k++) {
+            size_t n = NS[k];
+            for (size_t i = 0; i < n; i++)
+                v[i] = x;
+            firn_buf a, b;
+            firn_buf_init(&a, 1 << 20);
+            firn_buf_init(&b, 1 << 20);
+            T_OK(firn__pq_rle_u32_repeat(&a, x, n, bw));
+            T_OK(firn__pq_rle_u32(&b, v, n, bw));
+            T_EQ_UINT(a.len, b.len);
+            T_EQ_MEM(a.data, b.data, b.len);
+            firn_buf_deinit(&a);
+            firn_buf_deinit(&b);
+        }
+    }
+}
+
 static firn_field *small_schema(void)
 {
     firn_field *s = firn_field_new(0, "table", FIRN_TYPE_STRUCT, true);
@@ -915,6 +941,7 @@ T_TEST(dict_fallback_frees_slots)
 T_MAIN(T_CASE(thrift_roundtrip),
        T_CASE(rle_roundtrip),
        T_CASE(rle_matches_reference_bytes),
+       T_CASE(rle_repeat_matches_array),
        T_CASE(dict_keys_grow_and_collide),
        T_CASE(dict_int64_widens_with_its_ids),
        T_CASE(dict_nan_and_signed_zero_are_distinct_keys),
