@@ -186,8 +186,9 @@ T_TEST(rle_matches_reference_bytes)
 }
 
 /* firn__pq_rle_u32_repeat (a page whose ids are one run, written without an array of them)
- * writes the bytes firn__pq_rle_u32 writes for the array: literal groups below 8 values, one
- * run from 8 on, values of every width up to 32 bits. */
+ * writes the bytes firn__pq_rle_u32 and the one-value-at-a-time encoder write for the array:
+ * literal groups below 8 values, one run from 8 on (headers of 1, 2 and 3 bytes, 64 values the
+ * first of 2), values of every width up to 32 bits. */
 T_TEST(rle_repeat_matches_array)
 {
     static uint32_t v[70000];
@@ -198,15 +199,20 @@ T_TEST(rle_repeat_matches_array)
             size_t n = NS[k];
             for (size_t i = 0; i < n; i++)
                 v[i] = x;
-            firn_buf a, b;
+            firn_buf a, b, c;
             firn_buf_init(&a, 1 << 20);
             firn_buf_init(&b, 1 << 20);
+            firn_buf_init(&c, 1 << 20);
             T_OK(firn__pq_rle_u32_repeat(&a, x, n, bw));
             T_OK(firn__pq_rle_u32(&b, v, n, bw));
-            T_EQ_UINT(a.len, b.len);
-            T_EQ_MEM(a.data, b.data, b.len);
+            ref_rle(&c, v, n, bw);
+            T_EQ_UINT(a.len, c.len);
+            T_EQ_MEM(a.data, c.data, c.len);
+            T_EQ_UINT(b.len, c.len);
+            T_EQ_MEM(b.data, c.data, c.len);
             firn_buf_deinit(&a);
             firn_buf_deinit(&b);
+            firn_buf_deinit(&c);
         }
     }
 }
