@@ -16,6 +16,8 @@
 #define MEMORY_MIN ((size_t)64 << 10)
 
 static void spill_free(firn__pkindex *idx);
+static void bb_free(firn__pkindex *idx);
+static void mt_reserve(firn__pkindex *idx, uint64_t keys);
 /* Newest runs of one level merged at once, in normal and in bulk mode. */
 #define MERGE_FANIN 4u
 #define BULK_FANIN  32u
@@ -190,6 +192,7 @@ void firn__pkindex_free(firn__pkindex *idx)
     if (!idx)
         return;
     spill_free(idx);
+    bb_free(idx);
     firn__pkindex_close_dir(idx);
     firn_free(idx->runs);
     firn_free(idx->dir);
@@ -701,6 +704,23 @@ static firn_rc spill_put_keys(
     return FIRN_OK;
 }
 
+/* spill_put of the bulk buffer's slots in one loop, its maximums taken as they were kept. */
+static firn_rc spill_put_buffer(pk_spill *sp, const firn__pkindex *idx, firn_err *err)
+{
+    sp->n += idx->bb_n;
+    sp->max_file1 = idx->bb_max_file1 > sp->max_file1 ? idx->bb_max_file1 : sp->max_file1;
+    sp->max_pos = idx->bb_max_pos > sp->max_pos ? idx->bb_max_pos : sp->max_pos;
+    sp->has_c |= idx->bb_has_c;
+    for (size_t i = 0; i < idx->bb_n; i++) {
+        uint32_t p = idx->bb[i].hhi >> 24;
+        spill_part *part = &sp->parts[p];
+        sp->buf[(size_t)p * sp->buf_slots + part->n_buf++] = idx->bb[i];
+        if (part->n_buf == sp->buf_slots)
+            FIRN_TRY(spill_write_block(sp, p, err));
+    }
+    return FIRN_OK;
+}
+
 /* The memtable's entries go to a new spill, oldest state first, and the memtable shrinks to its
  * smallest size: the partition buffers take half its memory, the sort at the end all of it. */
 static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
@@ -724,9 +744,17 @@ static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
     sp->buf_slots = (uint32_t)(bytes / sizeof(pk_slot) > 64 ? bytes / sizeof(pk_slot) : 64);
     sp->buf = firn_malloc((size_t)SPILL_PARTS * sp->buf_slots * sizeof(pk_slot));
     idx->spill = sp;
-    for (size_t i = 0; i < idx->mt_len; i++)
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < idx->mt_len && rc == FIRN_OK; i++)
         if (idx->mt[i].file1 != PK_MT_EMPTY)
-            FIRN_TRY(spill_put(sp, &idx->mt[i], err));
+            rc = spill_put(sp, &idx->mt[i], err);
+    if (rc == FIRN_OK) /* newer than the memtable's */
+        rc = spill_put_buffer(sp, idx, err);
+    if (rc) { /* the keys are still where they were */
+        spill_free(idx);
+        return rc;
+    }
+    bb_free(idx);
     firn_free(idx->mt);
     mt_alloc_smallest(idx);
     return FIRN_OK;
@@ -881,10 +909,145 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
     return rc;
 }
 
-firn_rc firn__pkindex_flush(firn__pkindex *idx, firn_err *err)
+/* ---- bulk buffer --------------------------------------------------------------------------- */
+
+/* A copy's keys (firn__pkindex_add_new in bulk mode), and keys set after them, are appended in
+ * arrival order to a flat array instead of the memtable: no probe of a random line per key, no
+ * table to clear before or after. The array takes up to half the memtable's share of the budget,
+ * the sort's second array at its end the other half. When bulk mode ends, or anything needs the
+ * index, it is sorted as a spill partition is and written as one run; when it is full, the spill
+ * takes its keys (after the memtable's, which are older) and goes on from there. */
+
+static size_t bb_max(const firn__pkindex *idx)
+{
+    size_t n = idx->mem_limit / 8 * 3 / 2 / sizeof(pk_slot);
+    return n > 64 ? n : 64;
+}
+
+static void bb_free(firn__pkindex *idx)
+{
+    firn_free(idx->bb);
+    idx->bb = NULL;
+    idx->bb_n = idx->bb_cap = 0;
+    idx->bb_max_file1 = idx->bb_max_pos = 0;
+    idx->bb_has_c = false;
+}
+
+/* Makes room for at least one more slot while the array may grow (doubling from 4096 slots, or
+ * at once to a reserved count); false when it is full. */
+static bool bb_room(firn__pkindex *idx)
+{
+    if (idx->bb_n < idx->bb_cap)
+        return true;
+    size_t max = bb_max(idx);
+    if (idx->bb_cap >= max)
+        return false;
+    size_t cap = idx->bb_cap ? idx->bb_cap * 2 : 4096;
+    if (idx->reserve_keys > cap)
+        cap = idx->reserve_keys < max ? (size_t)idx->reserve_keys : max;
+    idx->reserve_keys = 0;
+    cap = cap < max ? cap : max;
+    idx->bb = firn_reallocarray(idx->bb, cap, sizeof(pk_slot));
+    idx->bb_cap = cap;
+    return true;
+}
+
+/* Appends new keys[0..n) at rows pos, pos + 1, ... of file1 while they fit; returns how many. */
+static size_t
+bb_add_keys(firn__pkindex *idx, const firn__pkkey *keys, size_t n, uint32_t file1, uint32_t pos)
+{
+    size_t i = 0;
+    uint32_t c_or = 0;
+    while (i < n && bb_room(idx)) {
+        size_t m = idx->bb_cap - idx->bb_n < n - i ? idx->bb_cap - idx->bb_n : n - i;
+        pk_slot *s = idx->bb + idx->bb_n;
+        for (size_t j = 0; j < m; j++) {
+            uint64_t h = keys[i + j].h;
+            s[j] = (pk_slot){(uint32_t)h, (uint32_t)(h >> 32), keys[i + j].c, file1,
+                             pos + (uint32_t)(i + j)};
+            c_or |= keys[i + j].c;
+        }
+        idx->bb_n += m;
+        i += m;
+    }
+    if (i > 0) {
+        uint32_t last_pos = pos + (uint32_t)(i - 1);
+        idx->bb_max_file1 = file1 > idx->bb_max_file1 ? file1 : idx->bb_max_file1;
+        idx->bb_max_pos = last_pos > idx->bb_max_pos ? last_pos : idx->bb_max_pos;
+        idx->bb_has_c |= c_or != 0;
+    }
+    return i;
+}
+
+/* Appends one slot, or starts the spill with the array's keys when it is full. */
+static firn_rc bb_put(firn__pkindex *idx, const pk_slot *s, firn_err *err)
+{
+    if (bb_room(idx)) {
+        idx->bb[idx->bb_n++] = *s;
+        idx->bb_max_file1 = s->file1 > idx->bb_max_file1 ? s->file1 : idx->bb_max_file1;
+        idx->bb_max_pos = s->pos > idx->bb_max_pos ? s->pos : idx->bb_max_pos;
+        idx->bb_has_c |= s->c != 0;
+        return FIRN_OK;
+    }
+    FIRN_TRY(spill_begin(idx, err));
+    return spill_put(idx->spill, s, err);
+}
+
+/* The array becomes the newest run (the memtable's older entries a run below it first). On error
+ * the array is kept and the index is whole. */
+static firn_rc bb_end(firn__pkindex *idx, firn_err *err)
+{
+    if (idx->bb_n == 0)
+        return FIRN_OK;
+    if (idx->mt_used > 0)
+        FIRN_TRY(mt_flush(idx, err));
+    FIRN_TRY(firn__pkindex_ensure_dir(idx, err));
+    size_t n = idx->bb_n;
+    pk_slot *tmp = firn_malloc(n * sizeof(pk_slot));
+    uint32_t *count = firn_malloc(SPILL_COUNT_N * sizeof(uint32_t));
+    const pk_slot *s = spill_sort(idx->bb, tmp, n, count);
+    firn_free(count);
+    /* As a spill's: keys set twice count twice in the bound (a copy has none). */
+    firn__pkrun_shape sh = {n, idx->bb_max_file1, idx->bb_max_pos, idx->bb_has_c, 0};
+    sh.level = size_level(idx, n);
+    firn__pkrun_writer *w = NULL;
+    firn__pkrun *run = NULL;
+    firn_rc rc = firn__pkrun_writer_open(idx->dir, idx->next_run_id++, &sh, &w, err);
+    if (rc == FIRN_OK)
+        rc = emit_slots(w, s, n, idx->n_runs == 0, err);
+    if (rc == FIRN_OK) {
+        rc = firn__pkrun_writer_finish(w, &run, err);
+        w = NULL;
+    }
+    firn__pkrun_writer_abort(w);
+    if (rc && s == tmp) { /* keep the sorted copy (stable: equal keys in arrival order) */
+        firn_free(idx->bb);
+        idx->bb = tmp;
+        idx->bb_cap = n;
+        return rc;
+    }
+    firn_free(tmp);
+    if (rc)
+        return rc;
+    bb_free(idx);
+    if (run) {
+        runs_replace(idx, 0, 0, run);
+        idx->flushes++;
+    }
+    return maybe_merge(idx, err);
+}
+
+/* A spill or a bulk buffer becomes runs: what lookups, removals and flushes need first. */
+static firn_rc bulk_settle(firn__pkindex *idx, firn_err *err)
 {
     if (idx->spill)
-        FIRN_TRY(spill_end(idx, err));
+        return spill_end(idx, err);
+    return bb_end(idx, err);
+}
+
+firn_rc firn__pkindex_flush(firn__pkindex *idx, firn_err *err)
+{
+    FIRN_TRY(bulk_settle(idx, err));
     return mt_flush(idx, err);
 }
 
@@ -933,12 +1096,17 @@ static firn_rc set_slot(
     if (idx->bulk && !idx->spill && idx->mt_shift == 0 &&
         (idx->mt_used + 1) * 4 > idx->mt_cap * MT_LOAD_4)
         FIRN_TRY(spill_begin(idx, err)); /* where bulk mode would flush the memtable */
-    if (idx->spill) {
+    if (idx->spill ||
+        idx->bb_n > 0) { /* after the copy's keys, which are newer than the memtable */
         pk_slot in = {(uint32_t)k.h, (uint32_t)(k.h >> 32), k.c, file1, pos};
-        FIRN_TRY(spill_put(idx->spill, &in, err));
+        FIRN_TRY(idx->spill ? spill_put(idx->spill, &in, err) : bb_put(idx, &in, err));
         if (!present)
             idx->live++;
         return FIRN_OK;
+    }
+    if (idx->reserve_keys != 0) {
+        mt_reserve(idx, idx->reserve_keys);
+        idx->reserve_keys = 0;
     }
     pk_slot *s;
     bool found;
@@ -970,6 +1138,13 @@ firn_rc firn__pkindex_add_new(firn__pkindex *idx,
     FIRN_ASSERT(n == 0 || (uint64_t)first_pos + (n - 1) <= UINT32_MAX);
     firn__pkindex_touch(idx);
     size_t i = 0;
+    if (idx->bulk && !idx->spill) {
+        i = bb_add_keys(idx, keys, n, file + 1, first_pos);
+        idx->live += i;
+        if (i == n)
+            return FIRN_OK;
+        FIRN_TRY(spill_begin(idx, err));
+    }
     for (; i < n && !idx->spill; i++) {
         if (i + AHEAD < n && idx->mt_len)
             __builtin_prefetch(&idx->mt[mt_home(idx, keys[i + AHEAD].h)], 1);
@@ -1004,8 +1179,8 @@ void firn__pkindex_keys(const firn__pkindex *idx,
 firn_rc firn__pkindex_unset(firn__pkindex *idx, firn__pkkey k, bool present, firn_err *err)
 {
     firn__pkindex_touch(idx);
-    if (idx->spill) /* a tombstone in the memtable must be newer than every spilled key */
-        FIRN_TRY(spill_end(idx, err));
+    /* a tombstone in the memtable must be newer than every spilled or buffered key */
+    FIRN_TRY(bulk_settle(idx, err));
     bool found;
     size_t at = mt_probe(idx, k, &found);
     if (found) {
@@ -1169,8 +1344,7 @@ firn_rc firn__pkindex_lookup(firn__pkindex *idx,
                              bool *out_found,
                              firn_err *err)
 {
-    if (idx->spill)
-        FIRN_TRY(spill_end(idx, err));
+    FIRN_TRY(bulk_settle(idx, err));
     probe *ps = NULL;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1245,6 +1419,14 @@ firn_rc firn__pkindex_remove(
 
 void firn__pkindex_reserve(firn__pkindex *idx, uint64_t keys)
 {
+    if (idx->bulk) /* the memtable or the bulk buffer, whichever the copy's keys go to */
+        idx->reserve_keys = keys;
+    else
+        mt_reserve(idx, keys);
+}
+
+static void mt_reserve(firn__pkindex *idx, uint64_t keys)
+{
     if (idx->mt_used != 0 || idx->spill)
         return; /* grown the usual way: the table holds entries */
     unsigned shift = idx->mt_shift;
@@ -1265,8 +1447,8 @@ firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err)
         return FIRN_OK;
     }
     idx->bulk = false;
-    if (idx->spill)
-        FIRN_TRY(spill_end(idx, err));
+    idx->reserve_keys = 0;
+    FIRN_TRY(bulk_settle(idx, err));
     if (idx->n_runs > 1)
         FIRN_TRY(merge_runs(idx, 0, idx->n_runs, err));
     return maybe_merge(idx, err);
@@ -1282,8 +1464,8 @@ void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out)
         out->disk_bytes += idx->runs[i]->file_bytes;
         out->fence_bytes += (size_t)idx->runs[i]->n_pages * sizeof(uint64_t);
     }
-    out->memtable_bytes = idx->mt_len * sizeof(pk_slot);
-    out->memtable_entries = idx->mt_used;
+    out->memtable_bytes = (idx->mt_len + idx->bb_cap) * sizeof(pk_slot);
+    out->memtable_entries = idx->mt_used + idx->bb_n;
     out->cache_bytes = firn__pkcache_bytes(idx->cache);
     out->flushes = idx->flushes;
     out->merges = idx->merges;

@@ -251,6 +251,12 @@ struct firn__pkindex {
     firn__pkcache *cache;
     size_t cache_bytes;
     bool bulk;
+    /* a copy's keys in arrival order, before they fill it (eng_pkindex.c "bulk buffer") */
+    pk_slot *bb;
+    size_t bb_n, bb_cap;
+    uint32_t bb_max_file1, bb_max_pos; /* of the slots in bb: the shape of its run */
+    bool bb_has_c;
+    uint64_t reserve_keys;  /* firn__pkindex_reserve's estimate, applied at first use */
     struct pk_spill *spill; /* a bulk load past the memtable (eng_pkindex.c "bulk spill") */
     char **files;
     uint32_t n_files, files_cap;

@@ -108,8 +108,10 @@ FIRN_MUST_CHECK firn_rc
 firn__pkindex_set(firn__pkindex *idx, firn__pkkey k, firn__pkloc loc, bool present, firn_err *err);
 /** Adds keys[0..n), each new to the index (present false, as in a table's first copy), at rows
  * first_pos, first_pos + 1, ... of file ordinal `file` (at most 0xFFFFFFF0; first_pos + n - 1
- * must fit 32 bits): the same index as firn__pkindex_set of each in turn, with the memtable
- * lines prefetched ahead and, once a bulk load spills, one loop into the spill's partitions.
+ * must fit 32 bits): the same answers as firn__pkindex_set of each in turn. In bulk mode the keys
+ * are appended to the bulk buffer (one run when bulk mode ends) or, once it is full, to the
+ * spill's partitions, in one loop each; otherwise they go into the memtable, its lines prefetched
+ * ahead.
  * Borrows keys. On error some of the keys may have been added. May write a run and merge runs:
  * FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_add_new(firn__pkindex *idx,
@@ -151,12 +153,16 @@ FIRN_MUST_CHECK firn_rc firn__pkindex_remove(
 /** Sizes the empty memtable for about `keys` new keys (within its share of the memory limit) at
  * once, so that a large copy does not grow it by doubling: each growth touches a fresh table
  * (page faults) and places every entry again. No effect on a memtable holding entries or for a
- * few keys. */
+ * few keys. In bulk mode the sizing waits for the first key: firn__pkindex_set sizes the
+ * memtable, firn__pkindex_add_new the bulk buffer (within half the memtable's share), and the
+ * other stays small. */
 void firn__pkindex_reserve(firn__pkindex *idx, uint64_t keys);
-/** Bulk mode (a table's first copy): while on, keys set past what the memtable holds are spilled
- * to hash partitions in a temporary file and nothing is merged; turning it off sorts the spill
- * into one run (eng_pkindex.c "bulk spill") and merges every run into one. A lookup, removal or
- * flush while on ends the spill first. FIRN_ERR_IO. */
+/** Bulk mode (a table's first copy): while on, keys added by firn__pkindex_add_new (and keys set
+ * after them) collect in a flat buffer in arrival order, keys set past what the memtable or that
+ * buffer holds are spilled to hash partitions in a temporary file, and nothing is merged; turning
+ * it off sorts the buffer or the spill into one run (eng_pkindex.c "bulk buffer", "bulk spill")
+ * and merges every run into one. A lookup, removal or flush while on does the same first.
+ * FIRN_ERR_IO. */
 FIRN_MUST_CHECK firn_rc firn__pkindex_bulk(firn__pkindex *idx, bool on, firn_err *err);
 /** Fills *out. */
 void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out);

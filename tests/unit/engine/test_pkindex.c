@@ -671,6 +671,188 @@ T_TEST(temporary_folder_removed)
     firn_free(tmp);
 }
 
+/* A copy through firn__pkindex_add_new in bulk mode (the backfill's path): its keys go to the bulk
+ * buffer, not the memtable, and become one run when bulk mode ends; with a budget too small for
+ * them the spill takes the buffer over. Checked against the model, every key's file and row:
+ * state from before the copy (runs, memtable entries and tombstones), removed keys copied again
+ * (the copy must win over the older tombstones still in the memtable), keys moved by
+ * firn__pkindex_set during the copy (after the buffered keys: the later location wins), a lookup
+ * in the middle (the buffer becomes a run, a second buffer starts). */
+static void run_bulk_buffer(size_t memory, bool str, uint32_t n, bool spills, uint64_t seed)
+{
+    static const uint32_t block_rows[] = {4096, 1, 100, 3000, 4095, 17, 777};
+    rng_state = seed;
+    char *dir = temp_dir();
+    firn__pkindex_opts o = {dir, memory, NULL};
+    firn__pkindex *idx = firn__pkindex_new_opts(&o);
+    firn__keymap *ref = firn__keymap_new();
+    firn_err err = {0};
+    for (uint32_t i = 0; i < 48; i++) {
+        char loc[32];
+        snprintf(loc, sizeof(loc), "f%u", i);
+        firn__pkindex_add_file(idx, loc);
+    }
+    uint8_t key[64];
+    for (uint32_t v = 0; v < 3000; v++) { /* before the copy, every third key then removed */
+        size_t len = make_key(v, str, key);
+        firn__pkloc loc = {v % 3, v};
+        T_OK_ERR(firn__pkindex_put(idx, key, len, loc, &err), &err);
+        firn__keymap_put(ref, key, len, loc);
+    }
+    for (uint32_t v = 0; v < 3000; v += 3) {
+        size_t len = make_key(v, str, key);
+        T_OK_ERR(firn__pkindex_remove(idx, key, len, NULL, &err), &err);
+        firn__keymap_remove(ref, key, len);
+    }
+    size_t mt_before = idx->mt_used;
+    T_TRUE(mt_before > 0);
+    T_OK(firn__pkindex_bulk(idx, true, &err));
+    firn__pkindex_reserve(idx, n);
+    /* The copy's keys: the removed 2700, 2703, ..., 2997 again, then 3000, 3001, ... */
+    uint64_t *vals = firn_malloc((size_t)n * sizeof(*vals));
+    for (uint32_t i = 0; i < n; i++)
+        vals[i] = i < 100 ? 2700 + 3 * (uint64_t)i : 2900 + (uint64_t)i;
+    firn__pkkey *keys = firn_malloc(4096 * sizeof(*keys));
+    bool looked_up = false, saw_buffer = false, saw_spill = false;
+    uint32_t v = 0;
+    for (uint32_t b = 0; v < n; b++) {
+        uint32_t m = block_rows[b % 7] < n - v ? block_rows[b % 7] : n - v;
+        uint32_t file = 3 + b % 40, pos = (uint32_t)(rnd() % 1000);
+        for (uint32_t i = 0; i < m; i++) {
+            size_t len = make_key(vals[v + i], str, key);
+            keys[i] = firn__pkindex_key(idx, key, len);
+            firn__keymap_put(ref, key, len, (firn__pkloc){file, pos + i});
+        }
+        T_OK_ERR(firn__pkindex_add_new(idx, keys, m, file, pos, &err), &err);
+        v += m;
+        saw_buffer |= idx->bb_n > 0;
+        saw_spill |= idx->spill != NULL;
+        if (!looked_up) /* the memtable takes none of the copy's keys (a spill takes its own) */
+            T_EQ_UINT(idx->mt_used, idx->spill ? 0 : mt_before);
+        if (b % 3 == 1) { /* a key copied earlier moves */
+            size_t len = make_key(vals[rnd() % v], str, key);
+            firn__pkloc loc = {44, 5000000 + b};
+            T_OK_ERR(firn__pkindex_set(idx, firn__pkindex_key(idx, key, len), loc, true, &err),
+                     &err);
+            firn__keymap_put(ref, key, len, loc);
+        }
+        if (!looked_up && v >= n / 2) { /* a lookup in the middle of the copy */
+            looked_up = true;
+            size_t len = make_key(vals[v - 1], str, key);
+            firn__pkloc got, want;
+            bool found;
+            T_OK_ERR(firn__pkindex_get(idx, key, len, &found, &got, &err), &err);
+            T_TRUE(firn__keymap_get(ref, key, len, &want));
+            T_TRUE(found);
+            T_EQ_UINT(got.file, want.file);
+            T_EQ_UINT(got.pos, want.pos);
+            T_EQ_UINT(idx->bb_n, 0);
+            T_TRUE(idx->spill == NULL);
+        }
+    }
+    T_TRUE(saw_buffer);
+    T_EQ_INT(saw_spill, spills);
+    T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
+    T_EQ_UINT(idx->bb_n, 0);
+    T_EQ_UINT(idx->n_runs, 1);
+    model_run mr = {3000 + n, 0, memory, str, true};
+    model_check_all(idx, ref, &mr);
+    firn_free(keys);
+    firn_free(vals);
+    firn__pkindex_free(idx);
+    firn__keymap_free(ref);
+    remove_dir(dir);
+}
+
+T_TEST(bulk_buffer_int_keys)
+{
+    run_bulk_buffer(1 << 20, false, 8000, false, 21);
+}
+
+T_TEST(bulk_buffer_string_keys)
+{
+    run_bulk_buffer(1 << 20, true, 8000, false, 22);
+}
+
+T_TEST(bulk_buffer_spills)
+{
+    run_bulk_buffer(1 << 20, false, 60000, true, 23);
+}
+
+/* The run a bulk buffer becomes has the bytes of the run the memtable gives for the same keys
+ * set one by one and flushed; the keys never touched the memtable, and not copied keys are not
+ * found. */
+static void run_buffer_bytes(bool str)
+{
+    static const uint8_t seed[16] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
+    enum { N = 7000 };
+    char *dir_a = temp_dir(), *dir_b = temp_dir();
+    firn__pkindex_opts oa = {dir_a, 1 << 20, seed}, ob = {dir_b, 1 << 20, seed};
+    firn__pkindex *a = firn__pkindex_new_opts(&oa), *b = firn__pkindex_new_opts(&ob);
+    firn_err err = {0};
+    firn__pkkey *keys = firn_malloc(N * sizeof(*keys));
+    uint8_t key[64];
+    for (uint32_t v = 0; v < N; v++)
+        keys[v] = firn__pkindex_key(a, key, make_key((uint64_t)v * 5 + 1, str, key));
+    for (uint32_t f = 0; f < 3; f++) {
+        char loc[32];
+        snprintf(loc, sizeof(loc), "f%u", f);
+        firn__pkindex_add_file(a, loc);
+        firn__pkindex_add_file(b, loc);
+    }
+    T_OK(firn__pkindex_bulk(a, true, &err));
+    T_OK_ERR(firn__pkindex_add_new(a, keys, 3000, 1, 0, &err), &err);
+    T_OK_ERR(firn__pkindex_add_new(a, keys + 3000, N - 3000, 2, 7, &err), &err);
+    T_EQ_UINT(a->bb_n, N);
+    T_EQ_UINT(a->mt_used, 0);
+    T_EQ_UINT(firn__pkindex_count(a), N);
+    for (uint32_t v = 0; v < N; v++) {
+        firn__pkloc loc = {v < 3000 ? 1u : 2u, v < 3000 ? v : v - 3000 + 7};
+        T_OK_ERR(firn__pkindex_set(b, keys[v], loc, false, &err), &err);
+    }
+    T_OK_ERR(firn__pkindex_bulk(a, false, &err), &err);
+    T_OK_ERR(firn__pkindex_flush(b, &err), &err);
+    T_EQ_UINT(a->n_runs, 1);
+    T_EQ_UINT(b->n_runs, 1);
+    T_EQ_UINT(firn__pkindex_count(a), N);
+    uint8_t *bytes_a, *bytes_b;
+    size_t len_a = read_whole(a->runs[0]->path, &bytes_a);
+    size_t len_b = read_whole(b->runs[0]->path, &bytes_b);
+    T_TRUE(len_a == len_b && memcmp(bytes_a, bytes_b, len_a) == 0);
+    firn_free(bytes_a);
+    firn_free(bytes_b);
+    firn__pkloc *locs = firn_malloc(N * sizeof(*locs));
+    bool *found = firn_malloc(N);
+    T_OK_ERR(firn__pkindex_lookup(a, keys, N, locs, found, &err), &err);
+    for (uint32_t v = 0; v < N; v++) {
+        T_TRUE(found[v]);
+        T_EQ_UINT(locs[v].file, v < 3000 ? 1 : 2);
+        T_EQ_UINT(locs[v].pos, v < 3000 ? v : v - 3000 + 7);
+    }
+    for (uint32_t v = 0; v < N; v++)
+        keys[v] = firn__pkindex_key(a, key, make_key((uint64_t)v * 5 + 2, str, key));
+    T_OK_ERR(firn__pkindex_lookup(a, keys, N, locs, found, &err), &err);
+    for (uint32_t v = 0; v < N; v++)
+        T_TRUE(!found[v]);
+    firn_free(locs);
+    firn_free(found);
+    firn_free(keys);
+    firn__pkindex_free(a);
+    firn__pkindex_free(b);
+    remove_dir(dir_a);
+    remove_dir(dir_b);
+}
+
+T_TEST(bulk_buffer_run_bytes_int)
+{
+    run_buffer_bytes(false);
+}
+
+T_TEST(bulk_buffer_run_bytes_string)
+{
+    run_buffer_bytes(true);
+}
+
 T_MAIN(T_CASE(siphash128_reference_vectors),
        T_CASE(integer_keys_are_exact),
        T_CASE(model_int_keys_small_budget),
@@ -687,4 +869,9 @@ T_MAIN(T_CASE(siphash128_reference_vectors),
        T_CASE(add_new_int_keys),
        T_CASE(add_new_string_keys),
        T_CASE(add_new_sorted_in_pieces),
-       T_CASE(add_new_check_hashes_join_spill))
+       T_CASE(add_new_check_hashes_join_spill),
+       T_CASE(bulk_buffer_int_keys),
+       T_CASE(bulk_buffer_string_keys),
+       T_CASE(bulk_buffer_spills),
+       T_CASE(bulk_buffer_run_bytes_int),
+       T_CASE(bulk_buffer_run_bytes_string))
