@@ -609,9 +609,16 @@ static firn_rc mt_flush(firn__pkindex *idx, firn_err *err)
 #define SPILL_PARTS 256u
 
 typedef struct spill_block {
-    uint64_t off; /* in the temporary file */
-    uint32_t n;   /* slots */
+    uint64_t off;       /* in the temporary file */
+    uint32_t n;         /* slots */
+    uint32_t slot_size; /* bytes a slot: sizeof(pk_slot16) or sizeof(pk_slot) */
 } spill_block;
+
+/* A spilled slot without a check hash: 16 bytes where a pk_slot takes 20 (hhi at the same
+ * offset). Every key of a spill is in this form until the first key with a check hash arrives. */
+typedef struct pk_slot16 {
+    uint32_t hlo, hhi, file1, pos;
+} pk_slot16;
 
 typedef struct spill_part {
     spill_block *blocks;
@@ -623,8 +630,10 @@ typedef struct pk_spill {
     int fd;
     char *path;         /* for messages: the file itself is unlinked once open */
     uint64_t off;       /* bytes written */
-    uint32_t buf_slots; /* capacity of each partition's buffer */
-    pk_slot *buf;       /* SPILL_PARTS * buf_slots */
+    size_t part_bytes;  /* bytes of each partition's buffer */
+    uint32_t slot_size; /* sizeof(pk_slot16) while no key has a check hash (has_c), then pk_slot */
+    uint32_t buf_slots; /* capacity of each partition's buffer: part_bytes / slot_size */
+    uint8_t *buf;       /* SPILL_PARTS * part_bytes */
     spill_part parts[SPILL_PARTS];
     uint64_t n; /* slots spilled */
     uint32_t max_file1, max_pos;
@@ -646,43 +655,70 @@ static void spill_free(firn__pkindex *idx)
     idx->spill = NULL;
 }
 
+static inline void *spill_buf(const pk_spill *sp, uint32_t p)
+{
+    return sp->buf + (size_t)p * sp->part_bytes;
+}
+
 static firn_rc spill_write_block(pk_spill *sp, uint32_t p, firn_err *err)
 {
     spill_part *part = &sp->parts[p];
     if (part->n_buf == 0)
         return FIRN_OK;
-    size_t bytes = (size_t)part->n_buf * sizeof(pk_slot);
+    size_t bytes = (size_t)part->n_buf * sp->slot_size;
     /* At the recorded end, whatever a failed write before this one left behind it. */
     if (lseek(sp->fd, (off_t)sp->off, SEEK_SET) < 0)
         return firn_err_set_errno(err, FIRN_ERR_IO, errno, "could not seek in \"%s\"", sp->path);
-    FIRN_TRY(firn__pk_write_all(sp->fd, sp->buf + (size_t)p * sp->buf_slots, bytes, sp->path, err));
+    FIRN_TRY(firn__pk_write_all(sp->fd, spill_buf(sp, p), bytes, sp->path, err));
     if (part->n_blocks == part->cap_blocks) {
         part->cap_blocks = part->cap_blocks ? part->cap_blocks * 2 : 8;
         part->blocks = firn_reallocarray(part->blocks, part->cap_blocks, sizeof(spill_block));
     }
-    part->blocks[part->n_blocks++] = (spill_block){sp->off, part->n_buf};
+    part->blocks[part->n_blocks++] = (spill_block){sp->off, part->n_buf, sp->slot_size};
     sp->off += bytes;
     part->n_buf = 0;
     return FIRN_OK;
 }
 
+/* The first key with a check hash: the 16-byte slots waiting are written, and slots are 20 bytes
+ * from here on (the blocks remember their size). */
+static firn_rc spill_widen(pk_spill *sp, firn_err *err)
+{
+    for (uint32_t p = 0; p < SPILL_PARTS; p++)
+        FIRN_TRY(spill_write_block(sp, p, err));
+    sp->slot_size = sizeof(pk_slot);
+    sp->buf_slots = (uint32_t)(sp->part_bytes / sizeof(pk_slot));
+    sp->has_c = true;
+    return FIRN_OK;
+}
+
 static firn_rc spill_put(pk_spill *sp, const pk_slot *s, firn_err *err)
 {
+    if (s->c != 0 && !sp->has_c)
+        FIRN_TRY(spill_widen(sp, err));
     uint32_t p = s->hhi >> 24;
     spill_part *part = &sp->parts[p];
-    sp->buf[(size_t)p * sp->buf_slots + part->n_buf++] = *s;
+    if (sp->has_c)
+        ((pk_slot *)spill_buf(sp, p))[part->n_buf++] = *s;
+    else
+        ((pk_slot16 *)spill_buf(sp, p))[part->n_buf++] =
+            (pk_slot16){s->hlo, s->hhi, s->file1, s->pos};
     sp->n++;
     sp->max_file1 = s->file1 > sp->max_file1 ? s->file1 : sp->max_file1; /* a tombstone's is 0 */
     sp->max_pos = s->pos > sp->max_pos ? s->pos : sp->max_pos;
-    sp->has_c |= s->c != 0;
     return part->n_buf == sp->buf_slots ? spill_write_block(sp, p, err) : FIRN_OK;
 }
 
-/* spill_put of new keys[0..n) at rows pos, pos + 1, ... of file1, in one loop: the partition
- * buffer written when full, the spill's maximums updated once. */
+/* spill_put of new keys[0..n) at rows pos, pos + 1, ... of file1, in one loop of the spill's
+ * slot size: the partition buffer written when full, the spill's maximums updated once. */
 static firn_rc spill_put_keys(
     pk_spill *sp, const firn__pkkey *keys, size_t n, uint32_t file1, uint32_t pos, firn_err *err)
 {
+    uint32_t c_or = 0;
+    for (size_t i = 0; i < n; i++)
+        c_or |= keys[i].c;
+    if (c_or != 0 && !sp->has_c)
+        FIRN_TRY(spill_widen(sp, err));
     sp->n += n;
     sp->max_file1 = file1 > sp->max_file1 ? file1 : sp->max_file1;
     uint32_t last_pos = pos + (uint32_t)(n - 1);
@@ -691,13 +727,12 @@ static firn_rc spill_put_keys(
         uint64_t h = keys[i].h;
         uint32_t p = (uint32_t)(h >> 56);
         spill_part *part = &sp->parts[p];
-        pk_slot *s = &sp->buf[(size_t)p * sp->buf_slots + part->n_buf++];
-        s->hlo = (uint32_t)h;
-        s->hhi = (uint32_t)(h >> 32);
-        s->c = keys[i].c;
-        s->file1 = file1;
-        s->pos = pos + (uint32_t)i;
-        sp->has_c |= keys[i].c != 0;
+        if (sp->has_c)
+            ((pk_slot *)spill_buf(sp, p))[part->n_buf++] =
+                (pk_slot){(uint32_t)h, (uint32_t)(h >> 32), keys[i].c, file1, pos + (uint32_t)i};
+        else
+            ((pk_slot16 *)spill_buf(sp, p))[part->n_buf++] =
+                (pk_slot16){(uint32_t)h, (uint32_t)(h >> 32), file1, pos + (uint32_t)i};
         if (part->n_buf == sp->buf_slots)
             FIRN_TRY(spill_write_block(sp, p, err));
     }
@@ -707,14 +742,20 @@ static firn_rc spill_put_keys(
 /* spill_put of the bulk buffer's slots in one loop, its maximums taken as they were kept. */
 static firn_rc spill_put_buffer(pk_spill *sp, const firn__pkindex *idx, firn_err *err)
 {
+    if (idx->bb_has_c && !sp->has_c)
+        FIRN_TRY(spill_widen(sp, err));
     sp->n += idx->bb_n;
     sp->max_file1 = idx->bb_max_file1 > sp->max_file1 ? idx->bb_max_file1 : sp->max_file1;
     sp->max_pos = idx->bb_max_pos > sp->max_pos ? idx->bb_max_pos : sp->max_pos;
-    sp->has_c |= idx->bb_has_c;
     for (size_t i = 0; i < idx->bb_n; i++) {
-        uint32_t p = idx->bb[i].hhi >> 24;
+        const pk_slot *s = &idx->bb[i];
+        uint32_t p = s->hhi >> 24;
         spill_part *part = &sp->parts[p];
-        sp->buf[(size_t)p * sp->buf_slots + part->n_buf++] = idx->bb[i];
+        if (sp->has_c)
+            ((pk_slot *)spill_buf(sp, p))[part->n_buf++] = *s;
+        else
+            ((pk_slot16 *)spill_buf(sp, p))[part->n_buf++] =
+                (pk_slot16){s->hlo, s->hhi, s->file1, s->pos};
         if (part->n_buf == sp->buf_slots)
             FIRN_TRY(spill_write_block(sp, p, err));
     }
@@ -741,8 +782,11 @@ static firn_rc spill_begin(firn__pkindex *idx, firn_err *err)
     }
     (void)unlink(sp->path); /* gone with the descriptor, also when the process dies */
     size_t bytes = idx->mt_cap_max * sizeof(pk_slot) / 2 / SPILL_PARTS;
-    sp->buf_slots = (uint32_t)(bytes / sizeof(pk_slot) > 64 ? bytes / sizeof(pk_slot) : 64);
-    sp->buf = firn_malloc((size_t)SPILL_PARTS * sp->buf_slots * sizeof(pk_slot));
+    size_t wide_slots = bytes / sizeof(pk_slot) > 64 ? bytes / sizeof(pk_slot) : 64;
+    sp->part_bytes = wide_slots * sizeof(pk_slot);
+    sp->slot_size = sizeof(pk_slot16);
+    sp->buf_slots = (uint32_t)(sp->part_bytes / sizeof(pk_slot16));
+    sp->buf = firn_malloc(SPILL_PARTS * sp->part_bytes);
     idx->spill = sp;
     firn_rc rc = FIRN_OK;
     for (size_t i = 0; i < idx->mt_len && rc == FIRN_OK; i++)
@@ -788,26 +832,28 @@ static inline uint32_t spill_digit(uint32_t hhi, unsigned d)
     return (hhi >> (d * SPILL_DIGIT_BITS)) & (SPILL_DIGIT_N - 1);
 }
 
-/* Sorts s[0..n) by (h, c), stably: a least-significant-digit radix sort of the upper 32 hash
- * bits in digits of 12, 12 and 8 bits, all counted in one pass (a digit the same for every slot,
- * such as the partition's top 8 bits, moves nothing and is skipped), into tmp or s, then
- * sort_slots for what those bits leave unordered (a few neighbours). count is SPILL_COUNT_N
- * counters of scratch. Returns where the sorted slots are. */
-static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n, uint32_t *count)
+/* The radix part of the spill's sort of n slots of `size` bytes (pk_slot or pk_slot16: hhi at
+ * byte 4 of both): a least-significant-digit radix sort of the upper 32 hash bits in digits of
+ * 12, 12 and 8 bits, all counted in one pass (a digit the same for every slot, such as the
+ * partition's top 8 bits, moves nothing and is skipped), from s into tmp or back. count is
+ * SPILL_COUNT_N counters of scratch. Inlined with a constant size, so a slot moves in one or
+ * two vector stores. Returns where the slots are. */
+static inline __attribute__((always_inline)) void *
+radix_hhi(void *s, void *tmp, size_t n, size_t size, uint32_t *count)
 {
-    FIRN_ASSERT(n <= UINT32_MAX);
-    pk_slot *src = s, *dst = tmp;
-    if (n < 2)
-        return src;
+    uint8_t *src = s, *dst = tmp;
     memset(count, 0, SPILL_COUNT_N * sizeof(*count));
     for (size_t i = 0; i < n; i++) {
-        uint32_t hhi = s[i].hhi;
+        uint32_t hhi;
+        memcpy(&hhi, src + i * size + 4, 4);
         for (unsigned d = 0; d < SPILL_DIGITS; d++)
             count[d * SPILL_DIGIT_N + spill_digit(hhi, d)]++;
     }
     for (unsigned d = 0; d < SPILL_DIGITS; d++) {
         uint32_t *c = count + d * SPILL_DIGIT_N;
-        if (c[spill_digit(src[0].hhi, d)] == n)
+        uint32_t hhi0;
+        memcpy(&hhi0, src + 4, 4);
+        if (c[spill_digit(hhi0, d)] == n)
             continue;
         uint32_t at = 0;
         for (uint32_t v = 0; v < SPILL_DIGIT_N; v++) {
@@ -815,14 +861,136 @@ static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n, uint32_t *count)
             c[v] = at;
             at += k;
         }
-        for (size_t i = 0; i < n; i++)
-            dst[c[spill_digit(src[i].hhi, d)]++] = src[i];
-        pk_slot *t = src;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t hhi;
+            memcpy(&hhi, src + i * size + 4, 4);
+            memcpy(dst + (size_t)c[spill_digit(hhi, d)]++ * size, src + i * size, size);
+        }
+        uint8_t *t = src;
         src = dst;
         dst = t;
     }
+    return src;
+}
+
+/* Sorts s[0..n) by (h, c), stably: radix_hhi, then sort_slots for what the upper 32 bits leave
+ * unordered (a few neighbours), into tmp or s. Returns where the sorted slots are. */
+static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n, uint32_t *count)
+{
+    FIRN_ASSERT(n <= UINT32_MAX);
+    if (n < 2)
+        return s;
+    pk_slot *src = radix_hhi(s, tmp, n, sizeof(pk_slot), count);
     sort_slots(src, n);
     return src;
+}
+
+static inline uint64_t slot16_h(const pk_slot16 *s)
+{
+    return (uint64_t)s->hhi << 32 | s->hlo;
+}
+
+static int slot16_cmp(const void *a, const void *b)
+{
+    uint64_t x = slot16_h(a), y = slot16_h(b);
+    return x == y ? 0 : (x < y ? -1 : 1);
+}
+
+/* spill_sort of 16-byte slots (h alone orders them): the insertion pass compares one 64-bit
+ * hash, with the same budget of moves before qsort takes over. */
+static pk_slot16 *spill_sort16(pk_slot16 *s, pk_slot16 *tmp, size_t n, uint32_t *count)
+{
+    FIRN_ASSERT(n <= UINT32_MAX);
+    if (n < 2)
+        return s;
+    pk_slot16 *src = radix_hhi(s, tmp, n, sizeof(pk_slot16), count);
+    size_t budget = 32 * n + 1024;
+    for (size_t i = 1; i < n; i++) {
+        uint64_t h = slot16_h(&src[i]);
+        if (slot16_h(&src[i - 1]) <= h)
+            continue;
+        pk_slot16 x = src[i];
+        size_t j = i;
+        for (; j > 0 && h < slot16_h(&src[j - 1]); j--) {
+            src[j] = src[j - 1];
+            if (--budget == 0) {
+                src[j - 1] = x;
+                qsort(src, n, sizeof(*src), slot16_cmp);
+                return src;
+            }
+        }
+        src[j] = x;
+    }
+    return src;
+}
+
+/* emit_slots of sorted 16-byte slots (no check hashes). */
+static firn_rc
+emit_slots16(firn__pkrun_writer *w, const pk_slot16 *s, size_t n, bool drop_tombs, firn_err *err)
+{
+    enum { BATCH = 512 };
+    pk_entry *batch = firn_malloc(BATCH * sizeof(*batch));
+    size_t m = 0;
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
+        uint64_t h = slot16_h(&s[i]);
+        if (i + 1 < n && slot16_h(&s[i + 1]) == h)
+            continue;
+        if (drop_tombs && s[i].file1 == PK_TOMB)
+            continue;
+        batch[m++] = (pk_entry){h, 0, s[i].file1, s[i].pos};
+        if (m == BATCH) {
+            rc = firn__pkrun_writer_add_n(w, batch, m, err);
+            m = 0;
+        }
+    }
+    if (rc == FIRN_OK && m > 0)
+        rc = firn__pkrun_writer_add_n(w, batch, m, err);
+    firn_free(batch);
+    return rc;
+}
+
+/* The sort space of spill_end: two arrays of max_n slots of the spill's slot size. */
+typedef struct spill_space {
+    void *a, *b;
+    size_t max_n;
+    uint32_t *count;
+} spill_space;
+
+/* Reads the next piece of a partition, from block *blk on (whole blocks, as many as fit), into the
+ * sort space and sorts it: *out the sorted slots (pk_slot16 while the spill has no check hash,
+ * else pk_slot, 16-byte blocks written before the first check hash widened on the way), *out_n
+ * how many. */
+static firn_rc spill_piece(pk_spill *sp,
+                           const spill_part *part,
+                           uint32_t *blk,
+                           spill_space *ss,
+                           const void **out,
+                           size_t *out_n,
+                           firn_err *err)
+{
+    size_t n = 0;
+    for (; *blk < part->n_blocks && n + part->blocks[*blk].n <= ss->max_n; ++*blk) {
+        const spill_block *bk = &part->blocks[*blk];
+        size_t bytes = (size_t)bk->n * bk->slot_size;
+        if (bk->slot_size == sp->slot_size) {
+            FIRN_TRY(firn__pk_read_at(sp->fd, (uint8_t *)ss->a + n * sp->slot_size, bytes, bk->off,
+                                      sp->path, err));
+        } else {
+            FIRN_TRY(firn__pk_read_at(sp->fd, ss->b, bytes, bk->off, sp->path, err));
+            const pk_slot16 *from = ss->b;
+            pk_slot *to = (pk_slot *)ss->a + n;
+            for (size_t j = 0; j < bk->n; j++)
+                to[j] = (pk_slot){from[j].hlo, from[j].hhi, 0, from[j].file1, from[j].pos};
+        }
+        n += bk->n;
+    }
+    if (sp->has_c)
+        *out = spill_sort(ss->a, ss->b, n, ss->count);
+    else
+        *out = spill_sort16(ss->a, ss->b, n, ss->count);
+    *out_n = n;
+    return FIRN_OK;
 }
 
 /* The spill becomes one run (more when a partition had to be sorted in pieces), placed as the
@@ -834,11 +1002,15 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
         FIRN_TRY(spill_write_block(sp, p, err));
     firn_free(sp->buf);
     sp->buf = NULL;
-    /* The sort space is the memtable's share: two arrays, at least a block each. */
-    size_t max_n = idx->mt_cap_max / 2 > sp->buf_slots ? idx->mt_cap_max / 2 : sp->buf_slots;
-    pk_slot *a = firn_malloc(max_n * sizeof(pk_slot));
-    pk_slot *b = firn_malloc(max_n * sizeof(pk_slot));
-    uint32_t *count = firn_malloc(SPILL_COUNT_N * sizeof(uint32_t));
+    /* The sort space is the memtable's share: two arrays, at least a block (of 16-byte slots, the
+     * most a block holds) each. */
+    spill_space ss;
+    ss.max_n = idx->mt_cap_max / 2 * sizeof(pk_slot) / sp->slot_size;
+    if (ss.max_n < sp->part_bytes / sizeof(pk_slot16))
+        ss.max_n = sp->part_bytes / sizeof(pk_slot16);
+    ss.a = firn_malloc(ss.max_n * sp->slot_size);
+    ss.b = firn_malloc(ss.max_n * sp->slot_size);
+    ss.count = firn_malloc(SPILL_COUNT_N * sizeof(uint32_t));
     bool drop_tombs = idx->n_runs == 0;
     firn__pkrun_shape sh = {sp->n, sp->max_file1, sp->max_pos, sp->has_c, 0};
     sh.level = size_level(idx, sp->n);
@@ -853,16 +1025,11 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
              * run holds (earlier partitions, lower hashes); a later one may not, and starts a
              * new run. Only the first can hold tombstones (the memtable's, spilled first). */
             bool first = blk == 0;
-            size_t n = 0;
-            for (; blk < part->n_blocks && n + part->blocks[blk].n <= max_n && rc == FIRN_OK;
-                 blk++) {
-                rc = firn__pk_read_at(sp->fd, a + n, (size_t)part->blocks[blk].n * sizeof(pk_slot),
-                                      part->blocks[blk].off, sp->path, err);
-                n += part->blocks[blk].n;
-            }
+            const void *sorted;
+            size_t n;
+            rc = spill_piece(sp, part, &blk, &ss, &sorted, &n, err);
             if (rc)
                 break;
-            const pk_slot *sorted = spill_sort(a, b, n, count);
             if (w && !first) {
                 firn__pkrun *r = NULL;
                 rc = firn__pkrun_writer_finish(w, &r, err);
@@ -877,7 +1044,8 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
                 if (rc)
                     break;
             }
-            rc = emit_slots(w, sorted, n, drop_tombs && first, err);
+            rc = sp->has_c ? emit_slots(w, sorted, n, drop_tombs && first, err)
+                           : emit_slots16(w, sorted, n, drop_tombs && first, err);
         }
     }
     if (rc == FIRN_OK && w) {
@@ -890,9 +1058,9 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
         }
     }
     firn__pkrun_writer_abort(w);
-    firn_free(a);
-    firn_free(b);
-    firn_free(count);
+    firn_free(ss.a);
+    firn_free(ss.b);
+    firn_free(ss.count);
     if (rc == FIRN_OK) {
         for (size_t i = 0; i < n_out; i++) { /* the later run, the newer */
             out[i]->level = sh.level;
@@ -903,7 +1071,7 @@ static firn_rc spill_end(firn__pkindex *idx, firn_err *err)
     } else {
         for (size_t i = 0; i < n_out; i++)
             firn__pkrun_close(out[i], true);
-        sp->buf = firn_malloc((size_t)SPILL_PARTS * sp->buf_slots * sizeof(pk_slot));
+        sp->buf = firn_malloc(SPILL_PARTS * sp->part_bytes);
     }
     firn_free(out);
     return rc;
@@ -1470,4 +1638,11 @@ void firn__pkindex_stats_get(const firn__pkindex *idx, firn__pkindex_stats *out)
     out->flushes = idx->flushes;
     out->merges = idx->merges;
     firn__pkcache_stats(idx->cache, &out->page_reads, &out->page_hits);
+    const pk_spill *sp = idx->spill;
+    if (sp) {
+        out->spill_keys = sp->n;
+        out->spill_bytes = sp->off;
+        for (size_t p = 0; p < SPILL_PARTS; p++)
+            out->spill_bytes += (uint64_t)sp->parts[p].n_buf * sp->slot_size;
+    }
 }

@@ -51,6 +51,8 @@ typedef struct firn__pkindex_stats {
     size_t cache_bytes; /* page cache frames allocated */
     size_t fence_bytes;
     uint64_t flushes, merges, page_reads, page_hits;
+    uint64_t spill_keys;  /* slots in an open bulk spill */
+    uint64_t spill_bytes; /* the bytes they take, in its file and its partition buffers */
 } firn__pkindex_stats;
 
 /** Returns an empty index in a private temporary folder with the default budget. Free with

@@ -349,8 +349,11 @@ static void run_bulk_spill(size_t memory, bool str, uint32_t n, uint64_t seed)
             T_EQ_UINT(got.pos, loc.pos);
         }
     }
-    T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
     firn__pkindex_stats st;
+    firn__pkindex_stats_get(idx, &st);
+    T_TRUE(st.spill_keys > 0); /* slots of 16 bytes for integer keys, 20 with check hashes */
+    T_EQ_UINT(st.spill_bytes, (str ? 20 : 16) * st.spill_keys);
+    T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
     firn__pkindex_stats_get(idx, &st);
     T_EQ_UINT(st.runs, 1); /* one run for the whole copy */
     model_run mr = {3000 + n, 0, memory, str, true};
@@ -570,9 +573,10 @@ T_TEST(add_new_sorted_in_pieces)
     run_add_new(64 << 10, false, 200000);
 }
 
-/* A spill that starts with integer keys (no check hashes) and then takes a few string keys
- * through firn__pkindex_add_new, too few to fill a partition's buffer before the spill ends: the
- * run still carries their check hashes, and every key is found where it was added. */
+/* A spill that starts with integer keys (no check hashes: 16-byte slots) and then takes a few
+ * string keys through firn__pkindex_add_new (20-byte slots from there on), too few to fill a
+ * partition's buffer before the spill ends: the 16-byte blocks are widened as they are read back,
+ * the run still carries the check hashes, and every key is found where it was added. */
 T_TEST(add_new_check_hashes_join_spill)
 {
     char *dir = temp_dir();
@@ -589,7 +593,15 @@ T_TEST(add_new_check_hashes_join_spill)
     T_OK(firn__pkindex_bulk(idx, true, &err));
     T_OK_ERR(firn__pkindex_add_new(idx, keys, N_INT, 0, 0, &err), &err);
     T_TRUE(idx->spill != NULL);
+    firn__pkindex_stats st;
+    firn__pkindex_stats_get(idx, &st);
+    uint64_t spilled = st.spill_keys;
+    T_TRUE(spilled > 0 && spilled <= N_INT);
+    T_EQ_UINT(st.spill_bytes, 16 * spilled); /* no check hash yet: 16-byte slots */
     T_OK_ERR(firn__pkindex_add_new(idx, keys + N_INT, N_STR, 1, 5, &err), &err);
+    firn__pkindex_stats_get(idx, &st);
+    T_EQ_UINT(st.spill_keys, spilled + N_STR);
+    T_EQ_UINT(st.spill_bytes, 16 * spilled + 20 * N_STR); /* 20 bytes from the first */
     T_OK_ERR(firn__pkindex_bulk(idx, false, &err), &err);
     T_EQ_UINT(idx->n_runs, 1);
     T_EQ_INT(idx->runs[0]->has_c, 1);
