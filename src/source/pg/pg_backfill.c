@@ -21,11 +21,12 @@
 #define SNAPSHOT_NAME_MAX   64
 #define COPY_RCVLOWAT       (128 * 1024) /* bytes the socket gathers before waking the reader */
 #define COPY_POLL_MS        2            /* the longest a reader waits for a smaller tail */
-/* A reader looks at the run (cancelled, failed) and its batch (full) after this many fed
- * messages or bytes, not after each: per row, the loads of the run's shared flags were ~1 % of
- * a taxi backfill's CPU. The batch (filled a stage of <= 256 rows or 8 MiB at a time) overshoots
- * batch_rows or batch_bytes by at most that much more. A reader waiting for bytes looks at the
- * run before each wait (copy_next). */
+/* A reader looks at the run (cancelled, failed) and its batch (full) once this many messages or
+ * bytes were fed since its last look, after the room that passed the mark (copy_fill fills one
+ * room, at least FIRN_PG_COPY_ROOM bytes, at a time): per row, the loads of the run's shared
+ * flags were ~1 % of a taxi backfill's CPU. The batch (filled a stage of <= 256 rows or 8 MiB at
+ * a time) overshoots batch_rows or batch_bytes by at most that much plus a room more. A reader
+ * waiting for bytes looks at the run before each wait (copy_next). */
 #define CHECK_ROWS        64
 #define CHECK_BYTES       ((size_t)1 << 20)
 #define COPY_INBUF_TEXT   "262144" /* bytes of the value that grows libpq's input buffer */
