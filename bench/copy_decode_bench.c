@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Binary COPY decode benchmark: the rows of one table, saved once as the COPY stream firn reads
- * (`COPY (SELECT <firn's select list>) TO STDOUT (FORMAT binary)`), fed a room at a time as
- * the backfill's reader does (CopyData messages copied into the decoder's room while it has
- * space, as PQgetlineAsync copies them), into batches of BATCH_ROWS rows (reset when full, as the
- * backfill does after each delivery). No network and no server work: CPU per row of the decoder
- * alone, repeatable to a few percent where `backfill_quick.sh` varies by +-15 %. Prints one JSON
- * line: rows, the lowest CPU seconds of REPS passes (getrusage), CPU-s per million rows.
- *   copy_decode_bench URI SCHEMA.TABLE FILE [REPS]
- * FILE: psql -XAtc "COPY (SELECT * FROM trips) TO STDOUT (FORMAT binary)" > trips.copy (for tables
- * whose columns firn reads as they are; text-cast types need firn's select list). */
+ * (`COPY (SELECT <firn's select list>) TO STDOUT (FORMAT binary)`), fed as the backfill's reader
+ * feeds it (CopyData messages copied into the decoder's room until
+ * FIRN_PG_COPY_FILL bytes are there, as PQgetlineAsync copies them), into batches of BATCH_ROWS
+ * rows (reset when full, as the backfill does after each delivery). No network and no server work:
+ * CPU per row of the decoder alone, repeatable to a few percent where `backfill_quick.sh` varies by
+ * +-15 %. Prints one JSON line: rows, the lowest CPU seconds of REPS passes (getrusage), CPU-s per
+ * million rows. copy_decode_bench URI SCHEMA.TABLE FILE [REPS] FILE: psql -XAtc "COPY (SELECT *
+ * FROM trips) TO STDOUT (FORMAT binary)" > trips.copy (for tables whose columns firn reads as they
+ * are; text-cast types need firn's select list). */
 #include "firn/source_pg.h"
 
 #include <errno.h>
@@ -89,7 +89,7 @@ pass(const firn_pg_table *t, const uint8_t *p, const size_t *offs, size_t n, fir
     firn_rc rc = firn_pg_copy_feed(d, p, offs[0], 0, err); /* header */
     size_t i = 0, done = 0; /* tuple i, of which done bytes were given */
     while (rc == FIRN_OK && i < n) {
-        /* as the backfill's reader: tuples copied into the decoder's room while it has space,
+        /* as the backfill's reader: tuples copied into the decoder's room up to the fill size,
          * the way PQgetlineAsync copies them out of libpq's input buffer (a tuple that does not
          * fit in part), so the decoder meets them in the cache as it does in a backfill */
         size_t room = 0, filled = 0;
@@ -98,7 +98,7 @@ pass(const firn_pg_table *t, const uint8_t *p, const size_t *offs, size_t n, fir
             rc = FIRN_ERR_TOO_LARGE;
             break;
         }
-        while (i < n && filled < room) {
+        while (i < n && filled < room && filled < FIRN_PG_COPY_FILL) {
             size_t left = offs[i + 1] - offs[i] - done;
             size_t take = left < room - filled ? left : room - filled;
             memcpy(at + filled, p + offs[i] + done, take);

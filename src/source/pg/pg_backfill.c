@@ -22,11 +22,11 @@
 #define COPY_RCVLOWAT       (128 * 1024) /* bytes the socket gathers before waking the reader */
 #define COPY_POLL_MS        2            /* the longest a reader waits for a smaller tail */
 /* A reader looks at the run (cancelled, failed) and its batch (full) once this many messages or
- * bytes were fed since its last look, after the room that passed the mark (copy_fill fills one
- * room, at least FIRN_PG_COPY_ROOM bytes, at a time): per row, the loads of the run's shared
- * flags were ~1 % of a taxi backfill's CPU. The batch (filled a stage of <= 256 rows or 8 MiB at
- * a time) overshoots batch_rows or batch_bytes by at most that much plus a room more. A reader
- * waiting for bytes looks at the run before each wait (copy_next). */
+ * bytes were fed since its last look, after the fill that passed the mark (copy_fill feeds
+ * FIRN_PG_COPY_FILL bytes or one longer message at a time): per row, the loads of the run's
+ * shared flags were ~1 % of a taxi backfill's CPU. The batch (filled a stage of <= 256 rows or
+ * 8 MiB at a time) overshoots batch_rows or batch_bytes by at most that much plus a fill more. A
+ * reader waiting for bytes looks at the run before each wait (copy_next). */
 #define CHECK_ROWS        64
 #define CHECK_BYTES       ((size_t)1 << 20)
 #define COPY_INBUF_TEXT   "262144" /* bytes of the value that grows libpq's input buffer */
@@ -527,16 +527,16 @@ static int copy_next(const runner *r, PGconn *pq, bool lowat, uint8_t *room, siz
 }
 
 /* After copy_next put n > 0 bytes into room: the messages libpq already holds complete, copied
- * behind them while room is left (the last one perhaps in part; the decoder takes the stream in
- * any split); the bytes in room, *msgs the calls that gave bytes. The decoder then takes a room
- * of tuples (~270 taxi rows in 64 KiB) in one call instead of one call per tuple: per row the
- * room, feed and consume calls were ~200 instructions (callgrind, 1 M taxi rows). Never waits:
+ * behind them until FIRN_PG_COPY_FILL bytes are there (the last one perhaps in part when the
+ * room ends; the decoder takes the stream in any split); the bytes in room, *msgs the calls that
+ * gave bytes. The decoder then takes ~35 taxi rows in one call instead of one call per tuple:
+ * per row the room, feed and consume calls were ~115 instructions (callgrind). Never waits:
  * PQgetlineAsync returns 0 when no complete message is buffered, and -1 at the end of the data
  * (then again at the next call, where copy_next sees it). */
 static size_t copy_fill(PGconn *pq, uint8_t *room, size_t room_len, size_t n, size_t *msgs)
 {
     *msgs = 1;
-    while (n < room_len) {
+    while (n < FIRN_PG_COPY_FILL && n < room_len) {
         size_t left = room_len - n;
         int got = PQgetlineAsync(pq, (char *)room + n, left > INT_MAX ? INT_MAX : (int)left);
         if (got <= 0)
