@@ -157,7 +157,34 @@ T_TEST(zigzag)
     T_EQ_INT(firn_unzigzag64(firn_zigzag64(-123456789)), -123456789);
 }
 
+T_TEST(buf_append_fast_as_append)
+{
+    /* the inline path (room there), the call path (empty, growing) and the limit, each against
+     * the bytes firn_buf_append leaves */
+    firn_buf b, want;
+    firn_buf_init(&b, 70);
+    firn_buf_init(&want, 70);
+    T_OK(firn_buf_append_fast(&b, "", 0)); /* no memory yet: the call path */
+    for (int i = 0; i < 9; i++) {
+        char chunk[8];
+        memset(chunk, 'a' + i, sizeof(chunk));
+        T_OK(firn_buf_append_fast(&b, chunk, (size_t)i));
+        T_OK(firn_buf_append(&want, chunk, (size_t)i));
+        T_EQ_UINT(b.len, want.len);
+        T_TRUE(memcmp(b.data, want.data, want.len) == 0);
+        T_EQ_INT(b.data[b.len], 0);
+    }
+    T_EQ_UINT(b.len, 36);
+    T_OK(firn_buf_append_fast(&b, "0123456789012345678901234567890123", 34)); /* len 70 = max */
+    T_EQ_INT(firn_buf_append_fast(&b, "x", 1), FIRN_ERR_TOO_LARGE);
+    T_EQ_UINT(b.len, 70);
+    T_EQ_INT(b.data[70], 0);
+    firn_buf_deinit(&b);
+    firn_buf_deinit(&want);
+}
+
 T_MAIN(T_CASE(buf_append_and_nul),
+       T_CASE(buf_append_fast_as_append),
        T_CASE(buf_limit_leaves_contents),
        T_CASE(buf_room_and_commit),
        T_CASE(buf_take_resets),
