@@ -364,46 +364,95 @@ firn_rc firn__pkrun_writer_add(firn__pkrun_writer *w, const pk_entry *e, firn_er
     return FIRN_OK;
 }
 
+/* The writer's shape as add_on_page's loop keeps it in registers. */
+typedef struct fast_shape {
+    uint64_t dlim_m1; /* the hash delta minus 1 below this: no escape, a code of <= 56 bits */
+    unsigned k, fb, fpb;
+    uint32_t max_file1, max_pos;
+} fast_shape;
+
+/* One entry of add_on_page's segment: its Rice code and fields at *pos when its hash is above
+ * prev_h by less than dlim (no escape, a code of at most 56 bits) and they fit below limit;
+ * false (nothing written) otherwise. An equal or lower hash takes firn__pkrun_writer_add, which
+ * checks the order. */
+static inline __attribute__((always_inline)) bool add_fast(uint8_t *page,
+                                                           size_t *pos,
+                                                           const pk_entry *x,
+                                                           uint64_t prev_h,
+                                                           fast_shape fs,
+                                                           bool has_c,
+                                                           size_t limit)
+{
+    uint64_t delta = x->h - prev_h;
+    if (delta - 1 >= fs.dlim_m1)
+        return false;
+    uint64_t q = delta >> fs.k;
+    if (*pos + q > limit) /* limit: the page's room less the code's 1 + k bits */
+        return false;
+    FIRN_ASSERT(x->file1 <= fs.max_file1 && x->pos <= fs.max_pos);
+    FIRN_ASSERT(has_c || x->c == 0);
+    put_short(page, pos, ((1ull << q) - 1) | (delta & ((1ull << fs.k) - 1)) << (q + 1),
+              (unsigned)q + 1 + fs.k);
+    if (has_c)
+        put_short(page, pos, x->c, 32);
+    put_short(page, pos, (uint64_t)x->file1 | (uint64_t)x->pos << fs.fb, fs.fpb);
+    return true;
+}
+
 /* Appends entries of e[0..n) to the current page while each takes the common path: a Rice code
  * and fields of one store each, room on the page (anchor included); the writer's state stays in
- * locals meanwhile. Returns how many were written (0: e[0] needs firn__pkrun_writer_add). */
-static size_t add_on_page(firn__pkrun_writer *w, const pk_entry *e, size_t n)
+ * locals meanwhile. The page's checks are hoisted out of the loop, a run of entries up to the
+ * next anchor at a time: the entry limit, the anchors' room, the escape and code length (one
+ * range check of the hash delta, which also keeps the order). Returns how many were written
+ * (0: e[0] needs firn__pkrun_writer_add). has_c: the shape's, a constant in each
+ * instance. */
+static inline __attribute__((always_inline)) size_t
+add_on_page_as(firn__pkrun_writer *w, const pk_entry *e, size_t n, bool has_c)
 {
-    if (w->page_n == 0 || w->fb + w->pb > 56)
+    const unsigned k = w->k;
+    if (w->page_n == 0 || w->fb + w->pb > 56 || k > 55)
         return 0;
-    const unsigned k = w->k, fb = w->fb, fixed = w->fixed;
-    const bool has_c = w->shape.has_c;
-    const uint32_t max_file1 = w->shape.max_file1, max_pos = w->shape.max_pos;
+    /* The fast path's quotients: below RICE_ESC, and a code (q + 1 + k bits) of at most 56. */
+    const uint64_t q_end = RICE_ESC < 56 - k ? RICE_ESC : 56 - k;
+    const fast_shape fs = {(q_end << k) - 1, k, w->fb, (unsigned)w->fb + w->pb, w->shape.max_file1,
+                           w->shape.max_pos};
+    const size_t fixed = w->fixed;
+    const size_t room = (size_t)PK_PAGE * 8 - fixed - 1 - k;
     uint8_t *page = w->page;
     size_t pos = w->bitpos;
     uint32_t page_n = w->page_n;
+    uint32_t n_anchors = w->n_anchors;
     uint64_t prev_h = w->prev_h, tombs = 0;
     size_t i = 0;
-    for (; i < n; i++) {
-        const pk_entry *x = &e[i];
-        FIRN_ASSERT(pk_entry_cmp(i ? &e[i - 1] : &w->last, x->h, x->c) < 0);
-        FIRN_ASSERT(x->file1 <= max_file1 && x->pos <= max_pos);
-        FIRN_ASSERT(has_c || x->c == 0);
-        uint64_t delta = x->h - prev_h;
-        uint64_t q = delta >> k;
-        unsigned code = (unsigned)q + 1 + k;
-        bool anchor = page_n % PK_ANCHOR_EVERY == 0;
-        size_t anchors = w->n_anchors + (anchor ? 1 : 0);
-        if (q >= RICE_ESC || code > 56 || page_n == PK_PAGE_MAX_ENTRIES ||
-            pos + code + fixed + anchors * PK_ANCHOR_BYTES * 8 > (size_t)PK_PAGE * 8)
-            break;
-        put_short(page, &pos, ((1ull << q) - 1) | low_bits(delta, k) << (q + 1), code);
-        if (anchor) {
-            w->bitpos = pos;
+    while (i < n && page_n < PK_PAGE_MAX_ENTRIES) {
+        uint32_t seg = PK_ANCHOR_EVERY - page_n % PK_ANCHOR_EVERY;
+        size_t end = n - i < seg ? n : i + seg;
+        size_t j = i;
+        if (page_n % PK_ANCHOR_EVERY == 0) {
+            size_t limit = room - (size_t)(n_anchors + 1) * PK_ANCHOR_BYTES * 8;
+            if (!add_fast(page, &pos, &e[j], prev_h, fs, has_c, limit))
+                break;
+            /* The anchor: the hash, where its fields start, its index on the page. */
+            size_t fields_at = pos - fixed;
+            w->bitpos = fields_at;
             w->page_n = page_n;
-            put_anchor(w, x->h);
+            put_anchor(w, e[j].h);
+            n_anchors++;
+            prev_h = e[j].h;
+            tombs += e[j].file1 == PK_TOMB;
+            j++;
         }
-        if (has_c)
-            put_short(page, &pos, x->c, 32);
-        put_short(page, &pos, (uint64_t)x->file1 | (uint64_t)x->pos << fb, fb + w->pb);
-        page_n++;
-        prev_h = x->h;
-        tombs += x->file1 == PK_TOMB;
+        size_t limit = room - (size_t)n_anchors * PK_ANCHOR_BYTES * 8;
+        for (; j < end; j++) {
+            if (!add_fast(page, &pos, &e[j], prev_h, fs, has_c, limit))
+                break;
+            prev_h = e[j].h;
+            tombs += e[j].file1 == PK_TOMB;
+        }
+        page_n += (uint32_t)(j - i);
+        i = j;
+        if (j < end)
+            break;
     }
     if (i > 0) {
         w->bitpos = pos;
@@ -414,6 +463,11 @@ static size_t add_on_page(firn__pkrun_writer *w, const pk_entry *e, size_t n)
         w->n_tombs += tombs;
     }
     return i;
+}
+
+static size_t add_on_page(firn__pkrun_writer *w, const pk_entry *e, size_t n)
+{
+    return w->shape.has_c ? add_on_page_as(w, e, n, true) : add_on_page_as(w, e, n, false);
 }
 
 firn_rc firn__pkrun_writer_add_n(firn__pkrun_writer *w, const pk_entry *e, size_t n, firn_err *err)
