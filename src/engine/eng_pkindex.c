@@ -835,21 +835,23 @@ static inline uint32_t spill_digit(uint32_t hhi, unsigned d)
 /* The radix part of the spill's sort of n slots of `size` bytes (pk_slot or pk_slot16: hhi at
  * byte 4 of both): a least-significant-digit radix sort of the upper 32 hash bits in digits of
  * 12, 12 and 8 bits, all counted in one pass (a digit the same for every slot, such as the
- * partition's top 8 bits, moves nothing and is skipped), from s into tmp or back. count is
- * SPILL_COUNT_N counters of scratch. Inlined with a constant size, so a slot moves in one or
- * two vector stores. Returns where the slots are. */
+ * partition's top 8 bits, moves nothing and is skipped), from s into tmp or back. digits: how many
+ * of them to sort by, lowest first (SPILL_DIGITS - 1 for a spill partition, whose top 8 bits are
+ * its number: that digit is not even counted). count is SPILL_COUNT_N counters of scratch.
+ * Inlined with a constant size and digits, so a slot moves in one or two vector stores. Returns
+ * where the slots are. */
 static inline __attribute__((always_inline)) void *
-radix_hhi(void *s, void *tmp, size_t n, size_t size, uint32_t *count)
+radix_hhi(void *s, void *tmp, size_t n, size_t size, unsigned digits, uint32_t *count)
 {
     uint8_t *src = s, *dst = tmp;
-    memset(count, 0, SPILL_COUNT_N * sizeof(*count));
+    memset(count, 0, digits * SPILL_DIGIT_N * sizeof(*count));
     for (size_t i = 0; i < n; i++) {
         uint32_t hhi;
         memcpy(&hhi, src + i * size + 4, 4);
-        for (unsigned d = 0; d < SPILL_DIGITS; d++)
+        for (unsigned d = 0; d < digits; d++)
             count[d * SPILL_DIGIT_N + spill_digit(hhi, d)]++;
     }
-    for (unsigned d = 0; d < SPILL_DIGITS; d++) {
+    for (unsigned d = 0; d < digits; d++) {
         uint32_t *c = count + d * SPILL_DIGIT_N;
         uint32_t hhi0;
         memcpy(&hhi0, src + 4, 4);
@@ -874,13 +876,15 @@ radix_hhi(void *s, void *tmp, size_t n, size_t size, uint32_t *count)
 }
 
 /* Sorts s[0..n) by (h, c), stably: radix_hhi, then sort_slots for what the upper 32 bits leave
- * unordered (a few neighbours), into tmp or s. Returns where the sorted slots are. */
-static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n, uint32_t *count)
+ * unordered (a few neighbours), into tmp or s. in_part: the slots are a spill partition's (one
+ * top 8 bits). Returns where the sorted slots are. */
+static pk_slot *spill_sort(pk_slot *s, pk_slot *tmp, size_t n, bool in_part, uint32_t *count)
 {
     FIRN_ASSERT(n <= UINT32_MAX);
     if (n < 2)
         return s;
-    pk_slot *src = radix_hhi(s, tmp, n, sizeof(pk_slot), count);
+    pk_slot *src = in_part ? radix_hhi(s, tmp, n, sizeof(pk_slot), SPILL_DIGITS - 1, count)
+                           : radix_hhi(s, tmp, n, sizeof(pk_slot), SPILL_DIGITS, count);
     sort_slots(src, n);
     return src;
 }
@@ -896,14 +900,14 @@ static int slot16_cmp(const void *a, const void *b)
     return x == y ? 0 : (x < y ? -1 : 1);
 }
 
-/* spill_sort of 16-byte slots (h alone orders them): the insertion pass compares one 64-bit
- * hash, with the same budget of moves before qsort takes over. */
+/* spill_sort of a spill partition's 16-byte slots (h alone orders them): the insertion pass
+ * compares one 64-bit hash, with the same budget of moves before qsort takes over. */
 static pk_slot16 *spill_sort16(pk_slot16 *s, pk_slot16 *tmp, size_t n, uint32_t *count)
 {
     FIRN_ASSERT(n <= UINT32_MAX);
     if (n < 2)
         return s;
-    pk_slot16 *src = radix_hhi(s, tmp, n, sizeof(pk_slot16), count);
+    pk_slot16 *src = radix_hhi(s, tmp, n, sizeof(pk_slot16), SPILL_DIGITS - 1, count);
     size_t budget = 32 * n + 1024;
     for (size_t i = 1; i < n; i++) {
         uint64_t h = slot16_h(&src[i]);
@@ -932,13 +936,17 @@ emit_slots16(firn__pkrun_writer *w, const pk_slot16 *s, size_t n, bool drop_tomb
     pk_entry *batch = firn_malloc(BATCH * sizeof(*batch));
     size_t m = 0;
     firn_rc rc = FIRN_OK;
+    uint64_t h = n ? slot16_h(&s[0]) : 0;
     for (size_t i = 0; i < n && rc == FIRN_OK; i++) {
-        uint64_t h = slot16_h(&s[i]);
-        if (i + 1 < n && slot16_h(&s[i + 1]) == h)
+        /* Each hash loaded once: the next one, or (after the last) one that differs. */
+        uint64_t next = i + 1 < n ? slot16_h(&s[i + 1]) : h + 1;
+        uint64_t this_h = h;
+        h = next;
+        if (next == this_h)
             continue;
         if (drop_tombs && s[i].file1 == PK_TOMB)
             continue;
-        batch[m++] = (pk_entry){h, 0, s[i].file1, s[i].pos};
+        batch[m++] = (pk_entry){this_h, 0, s[i].file1, s[i].pos};
         if (m == BATCH) {
             rc = firn__pkrun_writer_add_n(w, batch, m, err);
             m = 0;
@@ -986,7 +994,7 @@ static firn_rc spill_piece(pk_spill *sp,
         n += bk->n;
     }
     if (sp->has_c)
-        *out = spill_sort(ss->a, ss->b, n, ss->count);
+        *out = spill_sort(ss->a, ss->b, n, true, ss->count);
     else
         *out = spill_sort16(ss->a, ss->b, n, ss->count);
     *out_n = n;
@@ -1173,7 +1181,7 @@ static firn_rc bb_end(firn__pkindex *idx, firn_err *err)
     size_t n = idx->bb_n;
     pk_slot *tmp = firn_malloc(n * sizeof(pk_slot));
     uint32_t *count = firn_malloc(SPILL_COUNT_N * sizeof(uint32_t));
-    const pk_slot *s = spill_sort(idx->bb, tmp, n, count);
+    const pk_slot *s = spill_sort(idx->bb, tmp, n, false, count);
     firn_free(count);
     /* As a spill's: keys set twice count twice in the bound (a copy has none). */
     firn__pkrun_shape sh = {n, idx->bb_max_file1, idx->bb_max_pos, idx->bb_has_c, 0};
