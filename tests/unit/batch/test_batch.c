@@ -463,6 +463,21 @@ T_TEST(keys_encoded_in_bulk_equal_row_by_row)
     firn_batch_free(b);
     firn_batch_free(with_null);
     firn_field_free(schema);
+    /* A 4-byte integer key (its own one-pass loop) and a 4-byte date next to it. */
+    firn_field *ints = firn_field_new(0, "root", FIRN_TYPE_STRUCT, true);
+    firn_field_add(ints, firn_field_new(1, "id", FIRN_TYPE_INT, true));
+    firn_field_add(ints, firn_field_new(2, "day", FIRN_TYPE_DATE, true));
+    firn_batch *ib = firn_batch_new(ints);
+    for (int i = 0; i < 300; i++) {
+        firn_column_append_i32(firn_batch_column(ib, 0), i * 7919 - 100000);
+        firn_column_append_i32(firn_batch_column(ib, 1), 20000 + i);
+        T_OK(firn_batch_end_row(ib, FIRN_OP_READ, 0, &err));
+    }
+    static const uint32_t int_id[] = {0}, int_both[] = {0, 1};
+    same_keys(ib, int_id, 1); /* one pass: int */
+    same_keys(ib, int_both, 2);
+    firn_batch_free(ib);
+    firn_field_free(ints);
 }
 
 T_MAIN(T_CASE(flat_and_nested_rows),
