@@ -709,6 +709,51 @@ static firn_rc spill_put(pk_spill *sp, const pk_slot *s, firn_err *err)
     return part->n_buf == sp->buf_slots ? spill_write_block(sp, p, err) : FIRN_OK;
 }
 
+/* Stores the pk_slot16 {hash h, file1, pos} at dst as two 64-bit words (hlo and hhi are h's halves
+ * in memory order on a little-endian host). */
+static inline void put_slot16(uint8_t *dst, uint64_t h, uint32_t file1, uint32_t pos)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    uint64_t w0 = (uint64_t)(uint32_t)h << 32 | h >> 32, w1 = (uint64_t)file1 << 32 | pos;
+#else
+    uint64_t w0 = h, w1 = (uint64_t)pos << 32 | file1;
+#endif
+    memcpy(dst, &w0, 8);
+    memcpy(dst + 8, &w1, 8);
+}
+
+/* The loop of spill_put_keys for one slot size (inlined with a constant has_c): the buffers'
+ * base, size and capacity kept in locals (slot stores could alias them), a partition's buffer
+ * written when full. */
+static inline __attribute__((always_inline)) firn_rc put_keys_as(pk_spill *sp,
+                                                                 const firn__pkkey *keys,
+                                                                 size_t n,
+                                                                 uint32_t file1,
+                                                                 uint32_t pos,
+                                                                 bool has_c,
+                                                                 firn_err *err)
+{
+    uint8_t *const buf = sp->buf;
+    const size_t part_bytes = sp->part_bytes;
+    const uint32_t buf_slots = sp->buf_slots;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = keys[i].h;
+        uint32_t p = (uint32_t)(h >> 56);
+        spill_part *part = &sp->parts[p];
+        uint32_t at = part->n_buf;
+        if (has_c)
+            ((pk_slot *)(buf + p * part_bytes))[at] =
+                (pk_slot){(uint32_t)h, (uint32_t)(h >> 32), keys[i].c, file1, pos + (uint32_t)i};
+        else
+            put_slot16(buf + p * part_bytes + (size_t)at * sizeof(pk_slot16), h, file1,
+                       pos + (uint32_t)i);
+        part->n_buf = at + 1;
+        if (at + 1 == buf_slots)
+            FIRN_TRY(spill_write_block(sp, p, err));
+    }
+    return FIRN_OK;
+}
+
 /* spill_put of new keys[0..n) at rows pos, pos + 1, ... of file1, in one loop of the spill's
  * slot size: the partition buffer written when full, the spill's maximums updated once. */
 static firn_rc spill_put_keys(
@@ -723,17 +768,28 @@ static firn_rc spill_put_keys(
     sp->max_file1 = file1 > sp->max_file1 ? file1 : sp->max_file1;
     uint32_t last_pos = pos + (uint32_t)(n - 1);
     sp->max_pos = last_pos > sp->max_pos ? last_pos : sp->max_pos;
+    return sp->has_c ? put_keys_as(sp, keys, n, file1, pos, true, err)
+                     : put_keys_as(sp, keys, n, file1, pos, false, err);
+}
+
+/* The loop of spill_put_buffer for one slot size, as put_keys_as. */
+static inline __attribute__((always_inline)) firn_rc
+put_buffer_as(pk_spill *sp, const pk_slot *s, size_t n, bool has_c, firn_err *err)
+{
+    uint8_t *const buf = sp->buf;
+    const size_t part_bytes = sp->part_bytes;
+    const uint32_t buf_slots = sp->buf_slots;
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = keys[i].h;
-        uint32_t p = (uint32_t)(h >> 56);
+        uint32_t p = s[i].hhi >> 24;
         spill_part *part = &sp->parts[p];
-        if (sp->has_c)
-            ((pk_slot *)spill_buf(sp, p))[part->n_buf++] =
-                (pk_slot){(uint32_t)h, (uint32_t)(h >> 32), keys[i].c, file1, pos + (uint32_t)i};
+        uint32_t at = part->n_buf;
+        if (has_c)
+            ((pk_slot *)(buf + p * part_bytes))[at] = s[i];
         else
-            ((pk_slot16 *)spill_buf(sp, p))[part->n_buf++] =
-                (pk_slot16){(uint32_t)h, (uint32_t)(h >> 32), file1, pos + (uint32_t)i};
-        if (part->n_buf == sp->buf_slots)
+            put_slot16(buf + p * part_bytes + (size_t)at * sizeof(pk_slot16), slot_h(&s[i]),
+                       s[i].file1, s[i].pos);
+        part->n_buf = at + 1;
+        if (at + 1 == buf_slots)
             FIRN_TRY(spill_write_block(sp, p, err));
     }
     return FIRN_OK;
@@ -747,19 +803,8 @@ static firn_rc spill_put_buffer(pk_spill *sp, const firn__pkindex *idx, firn_err
     sp->n += idx->bb_n;
     sp->max_file1 = idx->bb_max_file1 > sp->max_file1 ? idx->bb_max_file1 : sp->max_file1;
     sp->max_pos = idx->bb_max_pos > sp->max_pos ? idx->bb_max_pos : sp->max_pos;
-    for (size_t i = 0; i < idx->bb_n; i++) {
-        const pk_slot *s = &idx->bb[i];
-        uint32_t p = s->hhi >> 24;
-        spill_part *part = &sp->parts[p];
-        if (sp->has_c)
-            ((pk_slot *)spill_buf(sp, p))[part->n_buf++] = *s;
-        else
-            ((pk_slot16 *)spill_buf(sp, p))[part->n_buf++] =
-                (pk_slot16){s->hlo, s->hhi, s->file1, s->pos};
-        if (part->n_buf == sp->buf_slots)
-            FIRN_TRY(spill_write_block(sp, p, err));
-    }
-    return FIRN_OK;
+    return sp->has_c ? put_buffer_as(sp, idx->bb, idx->bb_n, true, err)
+                     : put_buffer_as(sp, idx->bb, idx->bb_n, false, err);
 }
 
 /* The memtable's entries go to a new spill, oldest state first, and the memtable shrinks to its
