@@ -59,12 +59,14 @@ typedef struct stage_col {
     int64_t limit;  /* SK_DEC64: 10^precision */
     int scale;      /* SK_DEC64: the type's scale */
     /* SK_DEC64: the exponent e (-3..-1) of a stored value's last base-10000 digit when the scale
-     * is not a multiple of 4 (else 1, never met), and the division by 10^-e for it: q = acc *
-     * frac_mul >> frac_shift (Granlund-Montgomery, exact for acc < 2^54, and the fast path's
-     * four digits stay below 10^16), frac_pow = 10^-e. */
+     * is not a multiple of 4 (else 1, never met), and the exact division by 10^-e = 2^k * 5^k
+     * for it (Granlund-Montgomery, section 9; Hacker's Delight 10-16): q = rotr(acc * frac_inv,
+     * k) with frac_inv the inverse of 5^k modulo 2^64 is acc / 10^k when 10^k divides acc, and
+     * above UINT64_MAX / 10^k otherwise; frac_lim = min(limit, UINT64_MAX / 10^k + 1), so that
+     * one compare refuses both the inexact and the too large. */
     int frac_e;
-    unsigned frac_shift;
-    uint64_t frac_mul, frac_pow;
+    unsigned frac_k;
+    uint64_t frac_inv, frac_lim;
     /* SK_DEC64: the first and last 8 bytes of the last value of the fast path (all of its <= 16
      * bytes; the first hold its digit count, so its length) and what it decoded to. Zeros at
      * first: the bytes of a 0 (no digits, weight 0, dscale 0), whose value is 0. */
@@ -158,11 +160,18 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
             c->scale = c->type->scale;
             int k = 4 - c->scale % 4;
             c->frac_e = 1;
-            if (k < 4) { /* l = ceil(log2(10^k)); m = floor(2^(54 + l) / 10^k) + 1 */
+            if (k < 4) {
+                /* inv of 5^k by Newton's iteration: odd * odd = 1 mod 2^3, and each step
+                 * doubles the low bits that are right (3, 6, ... 96) */
+                uint64_t odd = (uint64_t)POW10[k] >> k, inv = odd;
+                for (int step = 0; step < 5; step++)
+                    inv *= 2 - odd * inv;
                 c->frac_e = -k;
-                c->frac_pow = (uint64_t)POW10[k];
-                c->frac_shift = 54u + (k == 1 ? 4u : k == 2 ? 7u : 10u);
-                c->frac_mul = (uint64_t)(((unsigned __int128)1 << c->frac_shift) / c->frac_pow) + 1;
+                c->frac_k = (unsigned)k;
+                c->frac_inv = inv;
+                c->frac_lim = UINT64_MAX / (uint64_t)POW10[k] + 1;
+                if ((uint64_t)c->limit < c->frac_lim)
+                    c->frac_lim = (uint64_t)c->limit;
             }
         }
         if (c->kind == SK_GENERIC && !s->side)
@@ -349,40 +358,63 @@ static inline void stage_null(stage_col *c, size_t r)
 
 /* numeric(p<=18, s) in the form PostgreSQL sends for stored values (at most 4 base-10000
  * digits, each below 10000, at most 3 decimal digits beyond the scale): the unscaled value, or
- * false to leave it to dec64, which gives the same value or the error for anything else. The
- * digits d[0..nd) make acc = sum d[i] * 10000^(nd-1-i), and the value is acc * 10^e with e =
- * 4 * (weight - nd + 1) + scale. */
+ * false to leave it to dec64, which gives the same value or the error for anything else (all
+ * zero digits at an exponent this path does not take included). The digits d[0..nd) make acc =
+ * sum d[i] * 10000^(nd-1-i), and the value is acc * 10^e with e = 4 * (weight - nd + 1) +
+ * scale. Straight-line code per digit count: the loop's count tests and the carried "digit out
+ * of range" flag cost more than the digits (most have 1-2). */
 static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len, int64_t *out)
 {
     uint32_t nd = firn__pg_be16(p), sign = firn__pg_be16(p + 4);
     if (nd > 4 || len != 8 + 2 * nd || (sign != 0 && sign != NUMERIC_NEG) || (p[6] & 0x80))
         return false;
-    uint64_t acc = 0;
-    uint32_t over = 0;
-    for (uint32_t i = 0; i < nd; i++) {
-        uint32_t d = firn__pg_be16(p + 8 + 2 * i);
-        over |= d >= NBASE;
-        acc = acc * NBASE + d;
-    }
-    if (over)
-        return false;
-    if (acc == 0) {
+    uint32_t d0, d1, d2, d3;
+    uint64_t acc;
+    if (nd == 0) {
         *out = 0;
         return true;
+    }
+    d0 = firn__pg_be16(p + 8); /* the bytes after a value's are not ours to read */
+    switch (nd) {
+    case 1:
+        if (d0 >= NBASE)
+            return false;
+        acc = d0;
+        break;
+    case 2:
+        d1 = firn__pg_be16(p + 10);
+        if (d0 >= NBASE || d1 >= NBASE)
+            return false;
+        acc = (uint64_t)d0 * NBASE + d1;
+        break;
+    case 3:
+        d1 = firn__pg_be16(p + 10);
+        d2 = firn__pg_be16(p + 12);
+        if (d0 >= NBASE || d1 >= NBASE || d2 >= NBASE)
+            return false;
+        acc = ((uint64_t)d0 * NBASE + d1) * NBASE + d2;
+        break;
+    default:
+        d1 = firn__pg_be16(p + 10);
+        d2 = firn__pg_be16(p + 12);
+        d3 = firn__pg_be16(p + 14);
+        if (d0 >= NBASE || d1 >= NBASE || d2 >= NBASE || d3 >= NBASE)
+            return false;
+        acc = (((uint64_t)d0 * NBASE + d1) * NBASE + d2) * NBASE + d3;
+        break;
     }
     int e = 4 * ((int16_t)firn__pg_be16(p + 2) - (int)nd + 1) + c->scale;
     if (e < 0) { /* -e digits beyond the scale: the column's one e of a stored form */
         if (e != c->frac_e)
             return false;
-        uint64_t q = (uint64_t)(((unsigned __int128)acc * c->frac_mul) >> c->frac_shift);
-        if (q * c->frac_pow != acc)
-            return false; /* not zeros (a wrong q could only end up here too) */
-        acc = q;
-    } else if (e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc)) {
+        uint64_t x = acc * c->frac_inv;
+        acc = (x >> c->frac_k) | (x << (64 - c->frac_k));
+        if (acc >= c->frac_lim)
+            return false; /* not zeros beyond the scale, or beyond the limit */
+    } else if (e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc) ||
+               acc >= (uint64_t)c->limit) {
         return false;
     }
-    if (acc >= (uint64_t)c->limit)
-        return false;
     *out = sign == NUMERIC_NEG ? -(int64_t)acc : (int64_t)acc;
     return true;
 }

@@ -588,6 +588,34 @@ static size_t raw_numeric(
     return 8 + 2 * (size_t)nd;
 }
 
+/* The fast path divides a stored value's digits by 10^k (k = 1..3 digits beyond the scale) with
+ * a multiply by an inverse and a rotate: for 2 and 4 digits at that exponent, the last digit
+ * every value 0..9999 behind leading digits 0, 1 and 9999 (past a numeric(15,s)'s limit), both
+ * signs, must decode as the per-value decoder does: exact when 10^k divides, refused otherwise. */
+T_TEST(numeric_exact_division_every_last_digit)
+{
+    static const int32_t SCALES[] = {1, 2, 3};
+    static const uint16_t LEAD[] = {0, 1, 9999};
+    for (size_t si = 0; si < sizeof(SCALES) / sizeof(SCALES[0]); si++) {
+        for (int32_t prec = 15; prec <= 18; prec += 3) {
+            firn_pg_type t = {.kind = FIRN_PG_KIND_DECIMAL, .precision = prec, .scale = SCALES[si]};
+            t.name = (char *)"numeric";
+            for (uint16_t nd = 2; nd <= 4; nd += 2) {
+                for (uint32_t d = 0; d < 10000; d++) {
+                    uint16_t dig[4];
+                    for (uint16_t i = 0; i + 1 < nd; i++)
+                        dig[i] = LEAD[(d + i) % 3];
+                    dig[nd - 1] = (uint16_t)d;
+                    uint8_t v[16];
+                    size_t n = raw_numeric(v, (uint16_t)(nd - 2), d % 2 ? 0x4000 : 0,
+                                           (uint16_t)SCALES[si], dig, nd);
+                    same_numeric_in(&t, v, n, false);
+                }
+            }
+        }
+    }
+}
+
 /* The staged decoder reuses a numeric column's last value when the next one has the same bytes:
  * rows of a numeric(15,2) and a numeric(18,4) drawn from values that differ from one another in
  * a single byte (sign, weight, dscale, each digit, the length: a trailing zero digit kept), NaN
@@ -737,5 +765,6 @@ T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(bad_values_fail_as_per_value_decoding),
        T_CASE(numeric_fast_path_equals_per_value_decoding),
        T_CASE(numeric_last_digit_beyond_scale_every_value),
+       T_CASE(numeric_exact_division_every_last_digit),
        T_CASE(numeric_repeats_equal_per_value_decoding),
        T_CASE(kept_text_memory_is_bounded))
