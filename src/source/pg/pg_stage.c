@@ -67,11 +67,16 @@ typedef struct stage_col {
     int frac_e;
     unsigned frac_k;
     uint64_t frac_inv, frac_lim;
-    /* SK_DEC64: the first and last 8 bytes of the last value of the fast path (all of its <= 16
-     * bytes; the first hold its digit count, so its length) and what it decoded to. Zeros at
-     * first: the bytes of a 0 (no digits, weight 0, dscale 0), whose value is 0. */
-    uint64_t last_head, last_tail;
-    int64_t last_value;
+    /* SK_DEC64: per length n = 8..16 (index n - 8), the first and last 8 bytes (so all n of
+     * them) of the last value of that length the fast path decoded, and its value. One entry
+     * per length keeps a column's zeros (8 bytes) apart from its other values, which take turns
+     * with them in the fee columns; and a value of another length whose first and last 8 bytes
+     * match (its digit count then does not match its length) never meets the entry. At first,
+     * for even n, the bytes of a 0 with (n - 8) / 2 zero digits, weight 0 and dscale 0, whose
+     * value is 0; for odd n (no value of the fast path), first bytes that the last bytes
+     * contradict where they overlap, so that no field matches. */
+    uint64_t seen_head[9], seen_tail[9];
+    int64_t seen_value[9];
 } stage_col;
 
 struct firn__pg_stage {
@@ -156,6 +161,13 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
             c->ends = firn_calloc(STAGE_ROWS, sizeof(uint32_t));
         }
         if (c->kind == SK_DEC64) {
+            for (uint32_t n = 8; n <= 16; n++) {
+                uint8_t zero[16] = {0, (uint8_t)((n - 8) / 2)};
+                memcpy(&c->seen_head[n - 8], zero, 8);
+                memcpy(&c->seen_tail[n - 8], zero + n - 8, 8);
+                if (n % 2)
+                    c->seen_tail[n - 8] = ~c->seen_head[n - 8];
+            }
             c->limit = POW10[c->type->precision];
             c->scale = c->type->scale;
             int k = 4 - c->scale % 4;
@@ -420,10 +432,11 @@ static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len
 }
 
 /* Decodes the numeric(p<=18,s) field v[0..n) (not a null) into slot r of c; NaN
- * becomes a null. A value whose bytes equal the last one the fast path decoded in this column
- * (fees, flags and zeros repeat from row to row: by bench/datagen.py's distributions, 5 of the
- * taxi table's 11 numeric columns repeat their previous value 80-100 % of the time) takes that
- * value after two word compares, instead of the digit loop and the scale checks. */
+ * becomes a null. A value whose bytes equal the last one of its length that the fast path
+ * decoded in this column (fees, flags and zeros repeat from row to row: by bench/datagen.py's
+ * distributions, 5 of the taxi table's 11 numeric columns repeat their previous value 80-100 %
+ * of the time, and zeros take turns with other values) takes that value after two word
+ * compares, instead of the digits and the scale checks. */
 static inline firn_rc stage_dec64(stage_col *c,
                                   size_t r,
                                   const uint8_t *v,
@@ -432,18 +445,18 @@ static inline firn_rc stage_dec64(stage_col *c,
                                   firn_err *err)
 {
     int64_t *v64 = (int64_t *)(void *)c->vals;
-    if (n >= 8 && n <= 16) { /* the fast path's lengths (at most 4 digits) */
+    if (n - 8 <= 8) { /* the fast path's lengths, 8..16 (at most 4 digits) */
         uint64_t head, tail;
         memcpy(&head, v, 8);
         memcpy(&tail, v + n - 8, 8);
-        if (head == c->last_head && tail == c->last_tail) {
-            v64[r] = c->last_value; /* the same bytes as the last value */
+        if (head == c->seen_head[n - 8] && tail == c->seen_tail[n - 8]) {
+            v64[r] = c->seen_value[n - 8]; /* the same bytes as an earlier value */
             return FIRN_OK;
         }
         if (dec64_fast(c, v, n, &v64[r])) {
-            c->last_head = head;
-            c->last_tail = tail;
-            c->last_value = v64[r];
+            c->seen_head[n - 8] = head;
+            c->seen_tail[n - 8] = tail;
+            c->seen_value[n - 8] = v64[r];
             return FIRN_OK;
         }
     }

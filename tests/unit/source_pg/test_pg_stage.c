@@ -616,6 +616,95 @@ T_TEST(numeric_exact_division_every_last_digit)
     }
 }
 
+/* Decodes one row per value vals[i][0..lens[i]) of a numeric column of type t, through the
+ * staged decoder (so that each value meets what the values before it left in the column's
+ * repeat cache) and through firn_pg_value_decode: the same values, or the same error at the
+ * first value the per-value decoder refuses. */
+static void
+same_numeric_rows(firn_pg_type *t, const uint8_t (*vals)[16], const size_t *lens, size_t nv)
+{
+    firn_pg_column col = {.name = (char *)"n", .type = t, .field_id = 1};
+    int32_t next_id = 2;
+    firn_pg_table tab = {.columns = &col, .n_columns = 1, .name = (char *)"num"};
+    tab.qualified = (char *)"\"public\".\"num\"";
+    tab.schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+    firn_field_add(tab.schema, firn_pg_type_field(t, 1, "n", false, &next_id));
+    firn_buf s;
+    firn_buf_init(&s, (size_t)1 << 20);
+    T_OK(firn_buf_append(&s, "PGCOPY\n\377\r\n\0", 11));
+    put32(&s, 0);
+    put32(&s, 0);
+    firn_batch *want = firn_batch_new(tab.schema), *got = firn_batch_new(tab.schema);
+    firn_err we = {0}, ge = {0};
+    firn_pg_decode_stats wst = {0};
+    firn_rc wrc = FIRN_OK;
+    for (size_t i = 0; i < nv && !wrc; i++) {
+        put16(&s, 1);
+        put_bytes(&s, vals[i], lens[i]);
+        wrc = firn_pg_value_decode(t, vals[i], lens[i], firn_batch_column(want, 0), &wst, &we);
+        if (!wrc)
+            T_OK(firn_batch_end_row(want, FIRN_OP_READ, 0, NULL));
+    }
+    put16(&s, 0xffff);
+    firn_pg_copy *d = firn_pg_copy_new(&tab, got);
+    firn_rc grc = firn_pg_copy_feed(d, s.data, s.len, 0, &ge);
+    if (!grc)
+        grc = firn_pg_copy_finish(d, &ge);
+    T_EQ_INT(grc, wrc);
+    if (wrc)
+        T_TRUE(strstr(ge.msg, we.msg) != NULL);
+    else
+        same_column(firn_batch_column(want, 0), firn_batch_column(got, 0));
+    firn_pg_copy_free(d);
+    firn_batch_free(want);
+    firn_batch_free(got);
+    firn_buf_deinit(&s);
+    firn_field_free(tab.schema);
+}
+
+/* The repeat cache holds one value per length 8..16: a field of another length whose first and
+ * last 8 bytes equal a cached value's (its digit count then does not match its length) must
+ * take dec64's error, not the cached value; so must every field of zero bytes of each length
+ * met first (the entries' starting contents); zeros and other values taking turns keep their
+ * values. */
+T_TEST(numeric_repeat_cache_per_length)
+{
+    firn_pg_type t = {.kind = FIRN_PG_KIND_DECIMAL, .precision = 15, .scale = 2};
+    t.name = (char *)"numeric";
+    static const uint16_t Z[4] = {0, 0, 0, 0}, D[4] = {12, 5000, 0, 0};
+    uint8_t vals[4][16];
+    size_t lens[4];
+    /* 2 zero digits (12 bytes), then 16 bytes with the same first and last 8 */
+    lens[0] = raw_numeric(vals[0], 0, 0, 2, Z, 2);
+    memcpy(vals[1], vals[0], 8);
+    memcpy(vals[1] + 8, vals[0] + 4, 8);
+    lens[1] = 16;
+    same_numeric_rows(&t, vals, lens, 2);
+    lens[0] = raw_numeric(vals[0], 0, 0, 0, Z, 0); /* an 8-byte 0, then 16 bytes of 8 repeated */
+    memcpy(vals[1], vals[0], 8);
+    memcpy(vals[1] + 8, vals[0], 8);
+    same_numeric_rows(&t, vals, lens, 2);
+    for (size_t n = 8; n <= 16; n++) { /* zero bytes, each length, first in the column */
+        memset(vals[0], 0, sizeof(vals[0]));
+        lens[0] = n;
+        same_numeric_rows(&t, vals, lens, 1);
+        vals[0][1] = (uint8_t)((n - 8) / 2); /* the entry's 0 for even n */
+        same_numeric_rows(&t, vals, lens, 1);
+    }
+    lens[0] = raw_numeric(vals[0], 0, 0, 2, Z, 0);      /* 0.00 */
+    lens[1] = raw_numeric(vals[1], 0, 0, 2, D, 2);      /* 12.50 */
+    lens[2] = raw_numeric(vals[2], 0, 0x4000, 2, D, 2); /* -12.50 */
+    lens[3] = raw_numeric(vals[3], 0, 0, 2, D, 1);      /* 12.00 */
+    uint8_t rows[12][16];
+    size_t rlens[12];
+    for (size_t i = 0; i < 12; i++) {
+        size_t k = i % 2 ? 0 : (i / 2) % 4;
+        memcpy(rows[i], vals[k], 16);
+        rlens[i] = lens[k];
+    }
+    same_numeric_rows(&t, rows, rlens, 12);
+}
+
 /* The staged decoder reuses a numeric column's last value when the next one has the same bytes:
  * rows of a numeric(15,2) and a numeric(18,4) drawn from values that differ from one another in
  * a single byte (sign, weight, dscale, each digit, the length: a trailing zero digit kept), NaN
@@ -766,5 +855,6 @@ T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(numeric_fast_path_equals_per_value_decoding),
        T_CASE(numeric_last_digit_beyond_scale_every_value),
        T_CASE(numeric_exact_division_every_last_digit),
+       T_CASE(numeric_repeat_cache_per_length),
        T_CASE(numeric_repeats_equal_per_value_decoding),
        T_CASE(kept_text_memory_is_bounded))
