@@ -18,6 +18,7 @@
  * per million taxi rows for this (docs/internals/backfill.md). */
 #include "pg_int.h"
 
+#include <limits.h>
 #include <string.h>
 
 #define STAGE_ROWS 256
@@ -58,13 +59,14 @@ typedef struct stage_col {
     uint32_t *ends; /* SK_BYTES: [row] end of its value in bytes (a null's is empty) */
     int64_t limit;  /* SK_DEC64: 10^precision */
     int scale;      /* SK_DEC64: the type's scale */
-    /* SK_DEC64: the exponent e (-3..-1) of a stored value's last base-10000 digit when the scale
-     * is not a multiple of 4 (else 1, never met), and the exact division by 10^-e = 2^k * 5^k
-     * for it (Granlund-Montgomery, section 9; Hacker's Delight 10-16): q = rotr(acc * frac_inv,
-     * k) with frac_inv the inverse of 5^k modulo 2^64 is acc / 10^k when 10^k divides acc, and
-     * above UINT64_MAX / 10^k otherwise; frac_lim = min(limit, UINT64_MAX / 10^k + 1), so that
-     * one compare refuses both the inexact and the too large. */
-    int frac_e;
+    /* SK_DEC64: weight - ndigits of a stored value whose last base-10000 digit holds -e = k =
+     * 1..3 decimal digits beyond the scale (e = 4 * (weight - ndigits + 1) + scale = -k), when
+     * the scale is not a multiple of 4 (else INT_MIN, never met), and the exact division by
+     * 10^k = 2^k * 5^k for it (Granlund-Montgomery, section 9; Hacker's Delight 10-16): q =
+     * rotr(acc * frac_inv, k) with frac_inv the inverse of 5^k modulo 2^64 is acc / 10^k when 10^k
+     * divides acc, and above UINT64_MAX / 10^k otherwise; frac_lim = min(limit, UINT64_MAX / 10^k +
+     * 1), so that one compare refuses both the inexact and the too large. */
+    int frac_wd;
     unsigned frac_k;
     uint64_t frac_inv, frac_lim;
     /* SK_DEC64: per length n = 8..16 (index n - 8), the first and last 8 bytes (so all n of
@@ -171,14 +173,14 @@ firn__pg_stage *firn__pg_stage_new(const firn_pg_table *t)
             c->limit = POW10[c->type->precision];
             c->scale = c->type->scale;
             int k = 4 - c->scale % 4;
-            c->frac_e = 1;
+            c->frac_wd = INT_MIN;
             if (k < 4) {
                 /* inv of 5^k by Newton's iteration: odd * odd = 1 mod 2^3, and each step
                  * doubles the low bits that are right (3, 6, ... 96) */
                 uint64_t odd = (uint64_t)POW10[k] >> k, inv = odd;
                 for (int step = 0; step < 5; step++)
                     inv *= 2 - odd * inv;
-                c->frac_e = -k;
+                c->frac_wd = -2 - c->scale / 4;
                 c->frac_k = (unsigned)k;
                 c->frac_inv = inv;
                 c->frac_lim = UINT64_MAX / (uint64_t)POW10[k] + 1;
@@ -415,17 +417,17 @@ static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len
         acc = (((uint64_t)d0 * NBASE + d1) * NBASE + d2) * NBASE + d3;
         break;
     }
-    int e = 4 * ((int16_t)firn__pg_be16(p + 2) - (int)nd + 1) + c->scale;
-    if (e < 0) { /* -e digits beyond the scale: the column's one e of a stored form */
-        if (e != c->frac_e)
-            return false;
+    int wd = (int16_t)firn__pg_be16(p + 2) - (int)nd;
+    if (wd == c->frac_wd) { /* the digits beyond the scale of a stored form (e < 0) */
         uint64_t x = acc * c->frac_inv;
         acc = (x >> c->frac_k) | (x << (64 - c->frac_k));
         if (acc >= c->frac_lim)
             return false; /* not zeros beyond the scale, or beyond the limit */
-    } else if (e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc) ||
-               acc >= (uint64_t)c->limit) {
-        return false;
+    } else {
+        int e = 4 * (wd + 1) + c->scale; /* e < 0 but another: not a stored form */
+        if (e < 0 || e > 18 || __builtin_mul_overflow(acc, (uint64_t)POW10[e], &acc) ||
+            acc >= (uint64_t)c->limit)
+            return false;
     }
     *out = sign == NUMERIC_NEG ? -(int64_t)acc : (int64_t)acc;
     return true;
