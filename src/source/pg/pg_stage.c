@@ -371,7 +371,8 @@ static inline void stage_null(stage_col *c, size_t r)
 }
 
 /* numeric(p<=18, s) in the form PostgreSQL sends for stored values (at most 4 base-10000
- * digits, each below 10000, at most 3 decimal digits beyond the scale): the unscaled value, or
+ * digits, each below 10000, at most 3 decimal digits beyond the scale), p[0..len) with len
+ * 8..16 (the caller's test: no other length has at most 4 digits): the unscaled value, or
  * false to leave it to dec64, which gives the same value or the error for anything else (all
  * zero digits at an exponent this path does not take included). The digits d[0..nd) make acc =
  * sum d[i] * 10000^(nd-1-i), and the value is acc * 10^e with e = 4 * (weight - nd + 1) +
@@ -380,7 +381,8 @@ static inline void stage_null(stage_col *c, size_t r)
 static inline bool dec64_fast(const stage_col *c, const uint8_t *p, uint32_t len, int64_t *out)
 {
     uint32_t nd = firn__pg_be16(p), sign = firn__pg_be16(p + 4);
-    if (nd > 4 || len != 8 + 2 * nd || (sign != 0 && sign != NUMERIC_NEG) || (p[6] & 0x80))
+    FIRN_DASSERT(len >= 8 && len <= 16); /* so len == 8 + 2 * nd has nd <= 4 */
+    if (len != 8 + 2 * nd || (sign != 0 && sign != NUMERIC_NEG) || (p[6] & 0x80))
         return false;
     uint32_t d0, d1, d2, d3;
     uint64_t acc;
