@@ -848,6 +848,498 @@ T_TEST(kept_text_memory_is_bounded)
     firn_field_free(tab.schema);
 }
 
+/* A checker of numeric columns: one stage (so each column's repeat cache sees every value the
+ * checker gives it, in order, across errors) against firn_pg_value_decode of each value alone.
+ * Rows are staged until the stage is full or a value the per-value decoder refuses comes; then
+ * the staged rows are flushed and compared value by value (a difference names its input). */
+enum { NC_MAX = 3 };
+typedef struct numchk {
+    size_t ncols;
+    firn_pg_type types[NC_MAX];
+    firn_pg_column cols[NC_MAX];
+    char names[NC_MAX][4];
+    firn_pg_table tab;
+    firn__pg_stage *st;
+    firn_batch *got, *ref[NC_MAX];
+    firn_field *ref_schema[NC_MAX];
+    firn_column *out[NC_MAX];
+    size_t rows; /* staged rows, each with the expected values below */
+    int64_t want[256][NC_MAX];
+    bool valid[256][NC_MAX];
+    uint8_t in[256][NC_MAX][24];
+    size_t in_len[256][NC_MAX];
+    uint64_t nan_want, values, refused;
+} numchk;
+
+static void numchk_init(numchk *k, size_t ncols, const int32_t (*ps)[2])
+{
+    memset(k, 0, sizeof(*k));
+    k->ncols = ncols;
+    int32_t next_id = (int32_t)ncols + 1;
+    k->tab = (firn_pg_table){.columns = k->cols, .n_columns = ncols, .name = (char *)"num"};
+    k->tab.qualified = (char *)"\"public\".\"num\"";
+    k->tab.schema = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+    for (size_t c = 0; c < ncols; c++) {
+        k->types[c] = (firn_pg_type){.kind = FIRN_PG_KIND_DECIMAL,
+                                     .precision = ps[c][0],
+                                     .scale = ps[c][1],
+                                     .name = (char *)"numeric"};
+        k->names[c][0] = 'n';
+        k->names[c][1] = (char)('0' + c);
+        k->cols[c] =
+            (firn_pg_column){.name = k->names[c], .type = &k->types[c], .field_id = (int32_t)c + 1};
+        firn_field_add(k->tab.schema, firn_pg_type_field(&k->types[c], (int32_t)c + 1, k->names[c],
+                                                         false, &next_id));
+        k->ref_schema[c] = firn_field_new(0, "schema", FIRN_TYPE_STRUCT, true);
+        int32_t id = 2;
+        firn_field_add(k->ref_schema[c], firn_pg_type_field(&k->types[c], 1, "n", false, &id));
+        k->ref[c] = firn_batch_new(k->ref_schema[c]);
+    }
+    k->st = firn__pg_stage_new(&k->tab);
+    k->got = firn_batch_new(k->tab.schema);
+    for (size_t c = 0; c < ncols; c++)
+        k->out[c] = firn_batch_column(k->got, c);
+}
+
+static void numchk_show(const numchk *k, size_t c, const uint8_t *v, size_t n)
+{
+    fprintf(stderr, "numeric(%d,%d) column %zu, %zu bytes:", k->types[c].precision,
+            k->types[c].scale, c, n);
+    for (size_t i = 0; i < n && n != SIZE_MAX; i++)
+        fprintf(stderr, "%s%02x", i % 2 ? "" : " ", v[i]);
+    fputc('\n', stderr);
+}
+
+static void numchk_flush(numchk *k)
+{
+    if (!k->rows)
+        return;
+    firn_pg_decode_stats st = {0};
+    firn_err err = {0};
+    T_OK_ERR(firn__pg_stage_flush(k->st, k->got, k->out, 0, &st, &err), &err);
+    T_EQ_UINT(st.nan_to_null, k->nan_want);
+    for (size_t c = 0; c < k->ncols; c++) {
+        T_EQ_UINT(firn_column_length(k->out[c]), k->rows);
+        const int64_t *got = firn_column_values(k->out[c]);
+        for (size_t r = 0; r < k->rows; r++) {
+            bool ok = firn_column_is_valid(k->out[c], r) == k->valid[r][c];
+            if (ok && k->valid[r][c])
+                ok = got[r] == k->want[r][c];
+            if (!ok) {
+                numchk_show(k, c, k->in[r][c], k->in_len[r][c]);
+                T_FAIL("staged %s %lld, per value %s %lld",
+                       firn_column_is_valid(k->out[c], r) ? "value" : "null", (long long)got[r],
+                       k->valid[r][c] ? "value" : "null", (long long)k->want[r][c]);
+            }
+        }
+    }
+    firn_batch_reset(k->got);
+    k->rows = 0;
+    k->nan_want = 0;
+}
+
+/* One row: column c's value v[c][0..n[c]) (n[c] == SIZE_MAX: a null, n[c] <= 24). */
+static void numchk_row(numchk *k, const uint8_t *const *v, const size_t *n)
+{
+    if (k->rows == 256 || firn__pg_stage_full(k->st))
+        numchk_flush(k);
+    const size_t r = k->rows;
+    uint8_t tup[2 + NC_MAX * 28];
+    size_t len = 2;
+    tup[0] = 0;
+    tup[1] = (uint8_t)k->ncols;
+    firn_err we = {0};
+    firn_rc wrc = FIRN_OK;
+    size_t bad = 0;
+    uint64_t nan = 0;
+    for (size_t c = 0; c < k->ncols; c++) {
+        uint32_t l = n[c] == SIZE_MAX ? UINT32_MAX : (uint32_t)n[c];
+        for (int i = 0; i < 4; i++)
+            tup[len++] = (uint8_t)(l >> (24 - 8 * i));
+        k->in_len[r][c] = n[c];
+        if (n[c] == SIZE_MAX) {
+            k->valid[r][c] = false;
+            continue;
+        }
+        memcpy(tup + len, v[c], n[c]);
+        len += n[c];
+        memcpy(k->in[r][c], v[c], n[c]);
+        k->values++;
+        if (wrc)
+            continue;
+        firn_pg_decode_stats wst = {0};
+        firn_column *col = firn_batch_column(k->ref[c], 0);
+        wrc = firn_pg_value_decode(&k->types[c], v[c], n[c], col, &wst, &we);
+        if (wrc) {
+            bad = c;
+            continue;
+        }
+        nan += wst.nan_to_null;
+        size_t at = firn_column_length(col) - 1;
+        k->valid[r][c] = firn_column_is_valid(col, at);
+        k->want[r][c] = k->valid[r][c] ? ((const int64_t *)firn_column_values(col))[at] : 0;
+        T_OK(firn_batch_end_row(k->ref[c], FIRN_OP_READ, 0, NULL));
+        if (firn_batch_rows(k->ref[c]) >= 4096)
+            firn_batch_reset(k->ref[c]);
+    }
+    if (wrc) /* the staged rows first: a refused value drops them */
+        numchk_flush(k);
+    size_t used = 0;
+    firn_err ge = {0};
+    uint8_t *heap = malloc(len); /* exactly the tuple: a read past it is ASan's to report */
+    T_TRUE(heap != NULL);
+    memcpy(heap, tup, len);
+    firn_rc grc = firn__pg_stage_row(k->st, heap, len, &used, &ge);
+    free(heap);
+    if (grc != wrc || (wrc && !strstr(ge.msg, we.msg))) {
+        for (size_t c = 0; c < k->ncols; c++)
+            numchk_show(k, c, v[c], n[c]);
+        T_FAIL("staged rc %d \"%s\", per value rc %d \"%s\" (column %zu)", (int)grc, ge.msg,
+               (int)wrc, we.msg, bad);
+    }
+    if (wrc) {
+        k->refused++;
+        return;
+    }
+    T_EQ_UINT(used, len);
+    k->nan_want += nan;
+    k->rows = r + 1;
+}
+
+static void numchk_one(numchk *k, const uint8_t *v, size_t n)
+{
+    numchk_row(k, &v, &n);
+}
+
+/* Ends the checker: every use of it has values both decoders accept and values both refuse. */
+static void numchk_done(numchk *k)
+{
+    T_TRUE(k->refused > 0 && k->refused < k->values);
+    numchk_flush(k);
+    firn__pg_stage_free(k->st);
+    firn_batch_free(k->got);
+    for (size_t c = 0; c < k->ncols; c++) {
+        firn_batch_free(k->ref[c]);
+        firn_field_free(k->ref_schema[c]);
+    }
+    firn_field_free(k->tab.schema);
+}
+
+/* The base-10000 digits of m * 10^-s (m < 10^20 as u128 pieces: m itself up to UINT64_MAX),
+ * aligned at the group boundary as numeric_send aligns them: *w the weight of the first digit,
+ * trailing zero digits of the fraction kept, no leading zero digits (m == 0: none). */
+static uint16_t numeric_groups(uint64_t m, int s, uint16_t *d, int *w)
+{
+    int fg = (s + 3) / 4;
+    unsigned __int128 x = m;
+    for (int i = s; i < 4 * fg; i++)
+        x *= 10;
+    uint16_t rev[16];
+    int nd = 0;
+    for (; x > 0; x /= 10000)
+        rev[nd++] = (uint16_t)(x % 10000);
+    for (int i = 0; i < nd; i++)
+        d[i] = rev[nd - 1 - i];
+    *w = nd - 1 - fg;
+    return (uint16_t)nd;
+}
+
+/* Raw numeric bytes into out (at most 24): header nd (the digit count written is min(nd, 8)),
+ * weight w, sign, dscale, digits d; returns the length 8 + 2 * digits written. */
+static size_t
+raw_num(uint8_t *out, uint16_t nd, int w, uint16_t sign, uint16_t dscale, const uint16_t *d)
+{
+    uint16_t h[4] = {nd, (uint16_t)w, sign, dscale};
+    for (int i = 0; i < 4; i++) {
+        out[2 * i] = (uint8_t)(h[i] >> 8);
+        out[2 * i + 1] = (uint8_t)h[i];
+    }
+    uint16_t k = nd < 8 ? nd : 8;
+    for (uint16_t i = 0; i < k; i++) {
+        out[8 + 2 * i] = (uint8_t)(d[i] >> 8);
+        out[9 + 2 * i] = (uint8_t)d[i];
+    }
+    return 8 + 2 * (size_t)k;
+}
+
+/* FIRN_TEST_EXHAUSTIVE=1 widens the numeric checker tests below to every value of their spaces
+ * (minutes under ASan); by default each takes a sample that runs in about a second. */
+static bool exhaustive(void)
+{
+    const char *e = getenv("FIRN_TEST_EXHAUSTIVE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static uint64_t pow10u(int k)
+{
+    uint64_t p = 1;
+    while (k-- > 0)
+        p *= 10;
+    return p;
+}
+
+/* Every numeric(p,s), p <= 18: magnitudes at the edges (10^j - 1, 10^j, 10^j + 1 for each j,
+ * the column's limit and one past), sent at the column's scale and at up to 4 more digits with
+ * those zero or not (one past a multiple of 10), in numeric_send's form, with the trailing zero
+ * digits stripped (as PostgreSQL stores them), with a leading zero digit and with a trailing
+ * zero digit more; both signs, and dscales with the 0x4000 and 0x8000 bits. */
+T_TEST(numeric_stored_forms_every_type_at_the_edges)
+{
+    uint64_t mags[96];
+    size_t nm = 0;
+    mags[nm++] = 0;
+    for (int j = 0; j <= 19; j++) {
+        uint64_t p = j == 19 ? 10000000000000000000ull : pow10u(j);
+        mags[nm++] = p - 1 ? p - 1 : 2;
+        mags[nm++] = p;
+        mags[nm++] = p + 1;
+        mags[nm++] = p * 5 > p && j < 19 ? p * 5 - 1 : UINT64_MAX;
+    }
+    for (int32_t prec = 1; prec <= 18; prec++) {
+        for (int32_t scale = 0; scale <= prec; scale++) {
+            numchk k;
+            const int32_t ps[1][2] = {{prec, scale}};
+            numchk_init(&k, 1, ps);
+            /* all of it for the types at the ends (scale 0, 1, 3, 4, precision), a part for
+             * the others unless exhaustive */
+            bool all = exhaustive() || ((prec <= 2 || prec == 15 || prec == 18) &&
+                                        (scale <= 1 || scale == 3 || scale == 4 || scale == prec));
+            for (size_t mi = 0; mi < nm; mi++) {
+                if (!exhaustive() && mi > 4 * (size_t)(prec + 2) && mi + 1 < nm)
+                    continue; /* 10^j for j > prec + 1: refused as 10^(prec + 1) is */
+                for (int more = 0; more <= (all ? 4 : 1); more++) {
+                    for (int off = 0; off <= (more ? 1 : 0); off++) {
+                        unsigned __int128 m = (unsigned __int128)mags[mi] * pow10u(more) + off;
+                        if (m > UINT64_MAX)
+                            continue;
+                        int s = scale + more;
+                        uint16_t d[24];
+                        int w;
+                        uint16_t nd = numeric_groups((uint64_t)m, s, d + 1, &w);
+                        for (int form = 0; form < (all ? 4 : 2); form++) {
+                            uint16_t *dd = d + 1, n = nd;
+                            int ww = w;
+                            if (form == 1) /* stripped */
+                                while (n && dd[n - 1] == 0)
+                                    n--;
+                            if (form == 2 && n) { /* a leading zero digit */
+                                d[0] = 0;
+                                dd = d;
+                                n++;
+                                ww++;
+                            }
+                            if (form == 3) /* a trailing zero digit */
+                                dd[n++] = 0;
+                            if (n > 8)
+                                continue;
+                            for (int sg = 0; sg < 2; sg++) {
+                                static const uint16_t DS[] = {0, 0x4000, 0x8000, 0x7fff};
+                                for (size_t di = 0; di < (sg || !all ? 1 : 4); di++) {
+                                    uint16_t ds = (uint16_t)(DS[di] | (di == 3 ? 0 : s));
+                                    uint8_t v[24];
+                                    size_t len = raw_num(v, n, ww, sg ? 0x4000 : 0, ds, dd);
+                                    numchk_one(&k, v, len);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            numchk_done(&k);
+        }
+    }
+}
+
+/* Types at the ends of the fast path: scale % 4 of 0..3, scale 0 and scale == precision,
+ * precisions 1, 15 and 18. */
+static const int32_t EDGE_TYPES[][2] = {{1, 0},  {1, 1},  {4, 4},   {10, 5},  {15, 0},
+                                        {15, 2}, {15, 3}, {15, 15}, {18, 0},  {18, 1},
+                                        {18, 2}, {18, 3}, {18, 4},  {18, 17}, {18, 18}};
+enum { N_EDGE_TYPES = sizeof(EDGE_TYPES) / sizeof(EDGE_TYPES[0]) };
+
+/* Headers: every digit count 0..5 at weights near 0 and at the int16 limits (where weight -
+ * ndigits and the exponent leave int16), zero, small and out-of-range digits; then header
+ * words that are not a stored form's (digit counts with the high bits set, lengths 0..24 that
+ * disagree with them, every sign class and garbage signs, dscales with the high bits). */
+T_TEST(numeric_headers_weights_and_lengths)
+{
+    static const int W[] = {-32768, -32767, -32766, -32765, -32764, -16385, -16384, -8193, -4096,
+                            -20,    -13,    -12,    -11,    -10,    -9,     -8,     -7,    -6,
+                            -5,     -4,     -3,     -2,     -1,     0,      1,      2,     3,
+                            4,      5,      6,      7,      8,      9,      12,     16,    4095,
+                            8192,   16383,  16384,  32763,  32764,  32765,  32766,  32767};
+    static const uint16_t PAT[][5] = {
+        {1, 1, 1, 1, 1},  {0, 0, 0, 0, 0},     {9999, 9999, 9999, 9999, 9999},
+        {5, 0, 0, 0, 10}, {0, 0, 0, 0, 10000}, {100, 2000, 3000, 40, 500},
+        {1, 0, 0, 0, 1},  {65535, 0, 0, 0, 0}};
+    static const uint16_t SIGNS[] = {0,      0x4000, 0xC000, 0xD000, 0xF000, 0x8000,
+                                     0x3fff, 0x4001, 0x4040, 0xC001, 0x0040, 0x0001,
+                                     0xE000, 0xFFFF, 0x1000, 0x5000};
+    static const uint16_t NDS[] = {0,      1,      2,      3,      4,      5,
+                                   6,      0x7fff, 0x8000, 0x8001, 0x8004, 0xfffc,
+                                   0xffff, 0x0104, 0x0400, 0x4002, 0x0201};
+    for (size_t ti = 0; ti < N_EDGE_TYPES; ti++) {
+        numchk k;
+        numchk_init(&k, 1, &EDGE_TYPES[ti]);
+        uint16_t dscale = (uint16_t)EDGE_TYPES[ti][1];
+        for (uint16_t nd = 0; nd <= 5; nd++) {
+            for (size_t wi = 0; wi < sizeof(W) / sizeof(W[0]); wi++) {
+                for (size_t pi = 0; pi < sizeof(PAT) / sizeof(PAT[0]); pi++) {
+                    for (uint16_t sg = 0; sg <= 0x4000; sg += 0x4000) {
+                        uint8_t v[24];
+                        size_t n = raw_num(v, nd, W[wi], sg, dscale, PAT[pi]);
+                        numchk_one(&k, v, n);
+                    }
+                }
+            }
+        }
+        static const uint16_t D[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        for (size_t ni = 0; ni < sizeof(NDS) / sizeof(NDS[0]) && (ti % 3 == 0 || exhaustive());
+             ni++) {
+            for (size_t si = 0; si < sizeof(SIGNS) / sizeof(SIGNS[0]); si++) {
+                for (int w = exhaustive() ? -1 : 0; w <= (exhaustive() ? 1 : 0); w++) {
+                    uint8_t v[24];
+                    raw_num(v, 8, w, SIGNS[si], dscale, D); /* 24 bytes of header and digits */
+                    v[0] = (uint8_t)(NDS[ni] >> 8);
+                    v[1] = (uint8_t)NDS[ni];
+                    for (size_t len = 0; len <= 24; len++)
+                        numchk_one(&k, v, len);
+                }
+            }
+        }
+        for (uint32_t ds = 0; ds <= 0xffff; ds += exhaustive() ? 1 : 0x3ff) {
+            for (uint16_t nd = 0; nd <= 4; nd++) {
+                uint8_t v[24];
+                size_t n = raw_num(v, nd, 0, 0, (uint16_t)ds, D);
+                numchk_one(&k, v, n);
+            }
+        }
+        numchk_done(&k);
+    }
+}
+
+/* Digits around each exponent: for every numeric(p,s) (exhaustive) or the edge types, 1..4
+ * digits whose last sits at each exponent e = -6..5 (the digits beyond the scale of a stored
+ * form at e = -1..-3, where the fast path divides by an inverse), the leading digits 0, 1 or
+ * 9999 and the last digit each of 0..9999 (exhaustive) or the multiples of 10, 100 and 1000
+ * near 0, 5000 and 10000 with their neighbours and a random sample. */
+T_TEST(numeric_last_digit_at_each_exponent)
+{
+    uint16_t last[10000];
+    size_t nl = 0;
+    if (exhaustive()) {
+        for (uint32_t d = 0; d < 10000; d++)
+            last[nl++] = (uint16_t)d;
+    } else {
+        static const uint16_t AT[] = {0, 1000, 5000, 9000, 9990, 10000};
+        for (size_t a = 0; a < sizeof(AT) / sizeof(AT[0]); a++) {
+            for (int dd = -11; dd <= 11; dd++) {
+                int d = AT[a] + dd;
+                if (d >= 0 && d < 10000)
+                    last[nl++] = (uint16_t)d;
+            }
+        }
+        for (uint16_t d = 100; d < 10000; d += 700)
+            last[nl++] = d;
+        for (int i = 0; i < 40; i++)
+            last[nl++] = (uint16_t)(next_rand() % 10000);
+    }
+    static const uint16_t LEAD[] = {0, 1, 9999};
+    for (int32_t prec = 1; prec <= 18; prec++) {
+        for (int32_t scale = 0; scale <= prec; scale++) {
+            bool edge = false;
+            for (size_t ti = 0; ti < N_EDGE_TYPES; ti++)
+                edge |= EDGE_TYPES[ti][0] == prec && EDGE_TYPES[ti][1] == scale;
+            if (!edge && !exhaustive())
+                continue;
+            numchk k;
+            const int32_t ps[1][2] = {{prec, scale}};
+            numchk_init(&k, 1, ps);
+            for (uint16_t nd = 1; nd <= 4; nd++) {
+                for (int e = -6; e <= 5; e++) {
+                    /* e = 4 * (w - nd + 1) + scale for the last digit: w when it is whole */
+                    int t = e - scale;
+                    if (((t % 4) + 4) % 4)
+                        continue;
+                    int w = t / 4 + nd - 1;
+                    for (size_t li = 0; li < (nd > 1 ? 3 : 1); li++) {
+                        for (size_t i = 0; i < nl; i++) {
+                            uint16_t d[4] = {LEAD[li], LEAD[li], LEAD[li], 0};
+                            d[nd - 1] = last[i];
+                            uint8_t v[24];
+                            size_t n =
+                                raw_num(v, nd, w, last[i] % 3 ? 0 : 0x4000, (uint16_t)scale, d);
+                            numchk_one(&k, v, n);
+                        }
+                    }
+                }
+            }
+            numchk_done(&k);
+        }
+    }
+}
+
+/* The repeat cache: three columns (numeric(15,2), (15,3), (18,0)) take rows drawn from values
+ * that differ from one another in one byte of their first or last 8 (or in the middle bytes
+ * of 12..16-byte values), the same bytes under another length, NaN, refused values behind
+ * accepted ones with the same head, and nulls, often the previous row's value again; every row
+ * must decode as the per-value decoder does, and a refused value fail alike, in any order. */
+T_TEST(numeric_repeat_cache_adversarial_sequences)
+{
+    static const uint16_t BASE[][4] = {{12, 5000, 0, 0},         {0, 0, 0, 0},  {1, 2, 3, 4},
+                                       {9999, 9999, 9999, 9990}, {0, 10, 0, 0}, {7, 0, 0, 1}};
+    uint8_t pool[2400][24];
+    size_t plen[2400], np = 0;
+    for (size_t b = 0; b < sizeof(BASE) / sizeof(BASE[0]); b++) {
+        for (uint16_t nd = 0; nd <= 4; nd++) {
+            for (int w = -1; w <= 1; w++) {
+                uint8_t v[24];
+                size_t n = raw_num(v, nd, w, 0, 2, BASE[b]);
+                memcpy(pool[np], v, 24);
+                plen[np++] = n;
+                for (size_t i = 0; i < n; i++) { /* one byte changed, each byte */
+                    memcpy(pool[np], v, 24);
+                    pool[np][i] ^= (uint8_t)(i % 2 ? 0x01 : 0x40);
+                    plen[np++] = n;
+                }
+                for (int dl = -2; dl <= 2; dl += 4) { /* the same bytes, another length */
+                    memcpy(pool[np], v, 24);
+                    plen[np++] = (size_t)((int)n + dl);
+                }
+                for (size_t l = 8; l <= 16; l++) { /* its first and last 8, another length */
+                    if (l == n)
+                        continue;
+                    memset(pool[np], 0, 24);
+                    memcpy(pool[np], v, 8);
+                    memcpy(pool[np] + l - 8, v + n - 8, 8);
+                    plen[np++] = l;
+                }
+            }
+        }
+    }
+    T_TRUE(np <= 2400);
+    const int32_t ps[3][2] = {{15, 2}, {15, 3}, {18, 0}};
+    numchk k;
+    numchk_init(&k, 3, ps);
+    size_t prev[3] = {0, 0, 0};
+    long rows = exhaustive() ? 3000000 : 60000;
+    for (long row = 0; row < rows; row++) {
+        const uint8_t *v[3];
+        size_t n[3];
+        for (size_t c = 0; c < 3; c++) {
+            uint64_t x = next_rand();
+            size_t i = x % 4 == 0 ? prev[c] : x % 4 == 1 ? prev[(c + 1) % 3] : (x >> 8) % np;
+            if (x % 7 == 0) /* a value near the previous one: one byte or the length changed */
+                i = prev[c] + 1 + (x >> 16) % 3 < np ? prev[c] + 1 + (x >> 16) % 3 : 0;
+            prev[c] = i;
+            v[c] = pool[i];
+            n[c] = (x >> 40) % 29 == 0 ? SIZE_MAX : plen[i];
+        }
+        numchk_row(&k, v, n);
+    }
+    numchk_done(&k);
+}
+
 T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(split_tuples_taken_back_without_side_columns),
        T_CASE(positions_follow_each_feed),
@@ -857,4 +1349,8 @@ T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(numeric_exact_division_every_last_digit),
        T_CASE(numeric_repeat_cache_per_length),
        T_CASE(numeric_repeats_equal_per_value_decoding),
+       T_CASE(numeric_stored_forms_every_type_at_the_edges),
+       T_CASE(numeric_headers_weights_and_lengths),
+       T_CASE(numeric_last_digit_at_each_exponent),
+       T_CASE(numeric_repeat_cache_adversarial_sequences),
        T_CASE(kept_text_memory_is_bounded))
