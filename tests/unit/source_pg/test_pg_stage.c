@@ -1340,6 +1340,66 @@ T_TEST(numeric_repeat_cache_adversarial_sequences)
     numchk_done(&k);
 }
 
+/* A seeded random run: rows of three numeric columns of edge types (a new triple every 2000
+ * rows) whose values have 0..5 digits (a length that disagrees now and then), weights near the
+ * exponents of each column or anywhere in int16, signs and dscales mostly a stored value's,
+ * digits biased to 0, 9999, multiples of 10^k and out of range, and repeats of the last. */
+T_TEST(numeric_random_rows_seeded)
+{
+    static const uint16_t SIGNS[] = {0, 0x4000, 0xC000, 0xD000, 0xF000, 0x8000, 0x4001, 0xffff};
+    long rows = exhaustive() ? 4000000 : 40000;
+    uint8_t last[3][24];
+    size_t last_n[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    for (long done = 0; done < rows; done += 2000) {
+        int32_t ps[3][2];
+        for (size_t c = 0; c < 3; c++)
+            memcpy(ps[c], EDGE_TYPES[next_rand() % N_EDGE_TYPES], sizeof(ps[c]));
+        numchk k;
+        numchk_init(&k, 3, ps);
+        for (long row = 0; row < 2000; row++) {
+            uint8_t v[3][24] = {{0}};
+            const uint8_t *vp[3];
+            size_t n[3];
+            for (size_t c = 0; c < 3; c++) {
+                uint64_t x = next_rand(), y = next_rand();
+                vp[c] = v[c];
+                if (x % 5 == 0 && last_n[c] != SIZE_MAX) { /* the last value again */
+                    memcpy(v[c], last[c], 24);
+                    n[c] = last_n[c];
+                    continue;
+                }
+                if (x % 31 == 1) {
+                    n[c] = SIZE_MAX;
+                    continue;
+                }
+                uint16_t nd = (uint16_t)((x >> 8) % 6), d[5];
+                for (uint16_t i = 0; i < nd; i++) {
+                    uint64_t z = next_rand();
+                    static const uint16_t POW[4] = {1, 10, 100, 1000};
+                    d[i] = z % 8 == 0    ? 0
+                           : z % 8 == 1  ? 9999
+                           : z % 8 == 2  ? (uint16_t)((z >> 8) % 10 * POW[(z >> 16) % 4])
+                           : z % 64 == 3 ? (uint16_t)(10000 + (z >> 8) % 55536)
+                                         : (uint16_t)((z >> 8) % 10000);
+                }
+                /* the weight of a last digit at exponent -5..4, or anything */
+                int w = (x >> 16) % 16 == 0 ? (int16_t)(y >> 32)
+                                            : (int)((y >> 8) % 10) - 5 - ps[c][1] / 4 + nd - 1;
+                uint16_t sign =
+                    (x >> 24) % 8 ? (uint16_t)((x >> 28) % 2 ? 0x4000 : 0) : SIGNS[(x >> 32) % 8];
+                uint16_t ds = (x >> 36) % 16 ? (uint16_t)ps[c][1] : (uint16_t)(y >> 40);
+                n[c] = raw_num(v[c], nd, w, sign, ds, d);
+                if ((x >> 44) % 32 == 0)
+                    n[c] = (size_t)((y >> 48) % 21); /* disagrees with the digit count */
+                memcpy(last[c], v[c], 24);
+                last_n[c] = n[c];
+            }
+            numchk_row(&k, vp, n);
+        }
+        numchk_done(&k);
+    }
+}
+
 T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(split_tuples_taken_back_without_side_columns),
        T_CASE(positions_follow_each_feed),
@@ -1353,4 +1413,5 @@ T_MAIN(T_CASE(staged_equals_per_value_decoding),
        T_CASE(numeric_headers_weights_and_lengths),
        T_CASE(numeric_last_digit_at_each_exponent),
        T_CASE(numeric_repeat_cache_adversarial_sequences),
+       T_CASE(numeric_random_rows_seeded),
        T_CASE(kept_text_memory_is_bounded))
