@@ -5,7 +5,8 @@
 # any failure and when no test ran. Logs go to build/test-logs/.
 #
 # Environment: FIRN_CACHE (see setup.sh), FIRN_SKIP_SETUP=1 to skip setup.sh,
-#              FIRN_PYTEST_ARGS (extra pytest arguments, e.g. "-k harness").
+#              FIRN_PYTEST_ARGS (extra pytest arguments, split as a shell splits words, quotes
+#              included: e.g. "-k harness" or "-k 'copy or types'").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -99,10 +100,13 @@ run_ctest() {
 run_step ctest run_ctest || true
 
 run_pytest() {
-    local rc=0 line
-    # shellcheck disable=SC2086
+    local rc=0 line extra=()
+    if [[ -n ${FIRN_PYTEST_ARGS:-} ]]; then # split with shlex (no eval): quoted -k expressions
+        mapfile -d '' -t extra < <("$VENV_PY" -c 'import shlex, sys
+sys.stdout.write("".join(a + "\0" for a in shlex.split(sys.argv[1])))' "$FIRN_PYTEST_ARGS")
+    fi
     tests/harness/pg_cluster.sh run -- "$VENV_PY" -m pytest tests/interop -q -p no:cacheprovider \
-        ${FIRN_PYTEST_ARGS:-} 2>&1 | tee "$LOG_DIR/pytest.log" || rc=$?
+        "${extra[@]}" 2>&1 | tee "$LOG_DIR/pytest.log" || rc=$?
     line=$(grep -E '^=*[ ]*[0-9]+ (passed|failed)|no tests ran' "$LOG_DIR/pytest.log" | tail -n1 || true)
     [[ $line =~ ([0-9]+)\ passed ]] && py_passed=${BASH_REMATCH[1]}
     [[ $line =~ ([0-9]+)\ failed ]] && py_failed=${BASH_REMATCH[1]}
