@@ -197,10 +197,13 @@ def test_sigterm_during_a_tls_copy_of_big_rows(pg_tls, firn_bin, duck, tmp_path)
     db = fresh_db(pg_tls)
     try:
         with pg_tls.connect(dbname=db) as conn:
-            conn.execute(SLOW_SCHEMA.replace("%(sleep)s", "0"))
+            # The filter sleeps 5 s at id 31, so the COPY cannot end before the signal lands
+            # (with no sleep a quick machine finished the 60 rows inside the 0.3 s below).
+            conn.execute(SLOW_SCHEMA.replace("%(sleep)s", "5"))
             fe = FirnEnv(firn_bin, tmp_path / "f", db)
             fe.setup(pg_tls, ["big"], source={"sslmode": "require", "parallelism": 1,
                                               "batch_rows": 4})
+            fe.write_streams([("big", {"filter": "slow_at(id)"})])
             proc = subprocess.Popen([str(fe.firn_bin), "sync", *fe.sync_args],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     env=fe.env())
@@ -208,6 +211,7 @@ def test_sigterm_during_a_tls_copy_of_big_rows(pg_tls, firn_bin, duck, tmp_path)
                 wait_for(lambda: proc.poll() is not None or copy_backend(mon, db), 60,
                          interval=0.005, what="the COPY")
             time.sleep(0.3)
+            assert proc.poll() is None, "the COPY ended before the signal"
             rc = stop_process(proc, timeout=60)
             err = proc.stderr.read()
             assert rc == 0 and "sync stopped" in err, err[-4000:]
