@@ -94,7 +94,10 @@ CREATE TABLE firn_type_corpus (
     c_posint_arr firn_posint[],
     c_box_arr box[],
     c_money_arr money[],
-    c_text2d text[][]
+    c_text2d text[][],
+    c_int2vec int2vector,
+    c_oidvec oidvector,
+    c_int2vec_arr int2vector[]
 );
 
 -- 1: ordinary values
@@ -198,3 +201,9 @@ VALUES (7, '1e-45', '5e-324', -0.5, -0.0000000001, -1234.56, E'{"x", \\y}',
     '{"1900-01-01 00:00:00.000001+00","0001-01-01 00:00:00+00 BC"}',
     '{(1,1),(0,0);(2.5,2.5),(-1,-1)}', '{-1.05,0,NULL,"$92,233,720,368,547,758.07"}',
     '{{"a,b",NULL},{"\"","}"}}');
+
+-- 8, 9: int2vector and oidvector (text form "1 2 3", lower bound 0), an empty vector, and an
+-- array of int2vector (stored as its text form)
+INSERT INTO firn_type_corpus (id, c_int2vec, c_oidvec, c_int2vec_arr)
+VALUES (8, '1 -2 32767 -32768', '0 4294967295 7', ARRAY['1 2', '3']::int2vector[]),
+       (9, '', '', '{}');

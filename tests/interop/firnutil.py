@@ -580,6 +580,9 @@ def source_select_list(conn, table: str, columns: Sequence[str]) -> str:
             out.append(f"{q}::numeric::text")
         elif elem == "money" or typ == "_money":
             out.append(f"{q}::numeric[]::text")
+        elif typ in ("int2vector", "oidvector"):
+            # Their text form is "1 2 3": as array text, for the list firn stores.
+            out.append(f"'{{' || replace({q}::text, ' ', ',') || '}}'")
         else:
             # The type's output function (::text would strip char(n) padding and add /128 to
             # inet): what firn stores for text-form types.

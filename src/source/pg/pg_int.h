@@ -32,6 +32,18 @@ static inline uint64_t firn__pg_be64(const uint8_t *p)
 /* Most dimensions an array value has (PostgreSQL's MAXDIM). */
 #define FIRN_PG_ARRAY_DIMS_MAX 6
 
+/* int2vector and oidvector: arrays of int2 / oid whose text form is the elements separated by
+ * spaces ("1 2 3", "" when empty) and whose binary form is array_send's with lower bound 0. */
+#define FIRN_PG_INT2VECTOR_OID 22
+#define FIRN_PG_OIDVECTOR_OID  30
+
+/** True for int2vector and oidvector (and domains over them): t->kind is FIRN_PG_KIND_ARRAY. */
+static inline bool firn__pg_is_vector(const firn_pg_type *t)
+{
+    return t->kind == FIRN_PG_KIND_ARRAY &&
+           (t->base_oid == FIRN_PG_INT2VECTOR_OID || t->base_oid == FIRN_PG_OIDVECTOR_OID);
+}
+
 /* Largest SQL text firn builds (COPY queries of 1600-column tables stay far below). */
 #define FIRN_PG_SQL_MAX ((size_t)1 << 20)
 

@@ -833,6 +833,69 @@ static firn_rc arr_decode(arr_text *a, firn_column *col)
     return arr_emit(a, col, 0);
 }
 
+/* int2vector / oidvector text (int2vectorout, oidvectorout): the elements separated by single
+ * spaces, no braces, never NULL; "" is the empty vector. Stored as the list the binary decoder
+ * makes of the same value (single-element outer lists when more dimensions are declared). */
+typedef struct vec_text {
+    const firn_pg_type *t;
+    cur c;
+    int32_t eff[FIRN_PG_ARRAY_DIMS_MAX];
+    firn_pg_decode_stats *stats;
+    firn_err *err;
+} vec_text;
+
+static firn_rc vec_emit(vec_text *v, firn_column *col, int level)
+{
+    firn_column_list_begin(col);
+    firn_column *child = firn_column_child(col, 0);
+    for (int32_t i = 0; i < v->eff[level]; i++) {
+        if (level + 1 < v->t->ndims) {
+            FIRN_TRY(vec_emit(v, child, level + 1));
+            continue;
+        }
+        while (v->c.p < v->c.end && *v->c.p == ' ')
+            v->c.p++;
+        const uint8_t *start = v->c.p;
+        while (v->c.p < v->c.end && *v->c.p != ' ')
+            v->c.p++;
+        FIRN_TRY(firn_pg_value_decode_text(v->t->elem, start, (size_t)(v->c.p - start), child,
+                                           v->stats, v->err));
+    }
+    firn_column_list_end(col);
+    return FIRN_OK;
+}
+
+static firn_rc decode_vector(const firn_pg_type *t,
+                             const uint8_t *p,
+                             size_t len,
+                             firn_column *col,
+                             firn_pg_decode_stats *stats,
+                             firn_err *err)
+{
+    int32_t n = 0;
+    for (size_t i = 0; i < len;) {
+        if (p[i] == ' ') {
+            i++;
+            continue;
+        }
+        if (n == INT32_MAX)
+            return bad_text(t, len, err, "vector too large");
+        n++;
+        while (i < len && p[i] != ' ')
+            i++;
+    }
+    vec_text v = {.t = t, .c = {p, p + len}, .stats = stats, .err = err};
+    int32_t dims[1] = {n};
+    if (!firn__pg_array_shape(t, dims, n ? 1 : 0, v.eff, stats))
+        return bad_text(t, len, err, "vector too large");
+    if (n == 0) {
+        firn_column_list_begin(col);
+        firn_column_list_end(col);
+        return FIRN_OK;
+    }
+    return vec_emit(&v, col, 0);
+}
+
 static firn_rc decode_array(const firn_pg_type *t,
                             const uint8_t *p,
                             size_t len,
@@ -842,6 +905,8 @@ static firn_rc decode_array(const firn_pg_type *t,
 {
     if (t->ndims < 1 || t->ndims > FIRN_PG_ARRAY_DIMS_MAX || !t->elem)
         return bad_text(t, len, err, "bad array type");
+    if (firn__pg_is_vector(t))
+        return decode_vector(t, p, len, col, stats, err);
     arr_text a = {.t = t,
                   .p = p,
                   .end = p + len,

@@ -246,6 +246,16 @@ static firn_rc resolve(
             goto out;
         t->text_cast = t->elem->text_cast;
         t->unknown = t->elem->unknown;
+        if (t->elem->kind == FIRN_PG_KIND_ARRAY) {
+            /* Arrays of arrays that are scalars to PostgreSQL (int2vector[], oidvector[], arrays
+             * of domains over arrays): their text form, read as ::text in both paths. */
+            firn_pg_type_free(t->elem);
+            t->elem = NULL;
+            t->kind = FIRN_PG_KIND_TEXT;
+            t->ndims = 0;
+            t->text_cast = true;
+            t->unknown = false;
+        }
     } else {
         set_scalar_kind(c, t, &row);
     }

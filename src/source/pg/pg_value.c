@@ -383,7 +383,8 @@ static firn_rc decode_array(const firn_pg_type *t,
         total *= dims[d];
         if (total > (int64_t)len)
             return bad_value(t, len, err, "array dimensions exceed the value");
-        if (lbound != 1 && stats)
+        /* The vectors' lower bound 0 is their type's, not the value's: nothing is dropped. */
+        if (lbound != 1 && stats && !firn__pg_is_vector(t))
             stats->array_lbound_lost++;
     }
     array_walk w = {.t = t,
