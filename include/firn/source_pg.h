@@ -139,7 +139,8 @@ struct firn_pg_type {
 };
 
 /** Counters of values that could not be stored exactly and were replaced by the documented
- * rule (the backfill logs them once per chunk). Plain counters, one per decoding thread. */
+ * rule (the backfill logs them once per chunk and hands them on in firn_pg_chunk.replaced; the
+ * engine counts CDC's into stats.json). Plain counters, one per decoding thread. */
 typedef struct firn_pg_decode_stats {
     uint64_t nan_to_null;       /* numeric NaN in a decimal column -> null */
     uint64_t clamped;           /* timestamp beyond the int64 microsecond range -> clamped */
@@ -403,6 +404,8 @@ typedef struct firn_pg_chunk {
     int64_t key_lo;     /* inclusive; INT64_MIN = no lower bound */
     int64_t key_hi;     /* exclusive; INT64_MAX = no upper bound */
     bool done;
+    firn_pg_decode_stats replaced; /* values of the chunk's last, successful read stored by the
+                                    * fallback rules: set before on_chunk_done */
 } firn_pg_chunk;
 
 /** How tables are split into chunks. */

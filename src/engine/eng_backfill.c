@@ -413,6 +413,7 @@ static firn_rc on_chunk_done(void *ctx, const firn_pg_chunk *chunk, firn_err *er
     bf_ctx *c = ctx;
     FIRN_TRY(close_chunk(c, chunk, err));
     bf_table *bt = table_of(c, chunk->table);
+    firn__stats_add_copied(bt->t, chunk);
     firn_rc rc = FIRN_OK;
     pthread_mutex_lock(&c->commit_mu);
     c->chunk_done[chunk->id] = true;

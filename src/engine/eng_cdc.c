@@ -579,19 +579,26 @@ static firn_rc decode_value(firn__table *t,
                             firn_column *out,
                             firn_err *err)
 {
+    const firn_pg_decode_stats before = t->stats;
+    firn_rc rc;
     switch (col->kind) {
     case FIRN_PGO_COL_NULL:
         firn_column_append_null(out);
         return FIRN_OK;
     case FIRN_PGO_COL_BINARY:
-        return firn_pg_value_decode(pc->type, col->value.ptr, col->value.len, out, &t->stats, err);
+        rc = firn_pg_value_decode(pc->type, col->value.ptr, col->value.len, out, &t->stats, err);
+        break;
     case FIRN_PGO_COL_TEXT:
-        return firn_pg_value_decode_text(pc->type, col->value.ptr, col->value.len, out, &t->stats,
-                                         err);
+        rc = firn_pg_value_decode_text(pc->type, col->value.ptr, col->value.len, out, &t->stats,
+                                       err);
+        break;
     default:
         return firn_err_set(err, FIRN_ERR_INTERNAL, "unresolved unchanged value of column \"%s\"",
                             pc->name);
     }
+    if (rc == FIRN_OK)
+        firn__stats_note_replaced(t, &before, pc->name);
+    return rc;
 }
 
 /* Appends the key of the row being built (slot `row` of the key columns, appended but not ended)
@@ -697,9 +704,12 @@ static firn_rc fetch_unchanged(cdc *c,
             firn_column_append_null(cols[i]);
         } else {
             const char *v = PQgetvalue(res, 0, field);
+            const firn_pg_decode_stats before = t->stats;
             rc = firn_pg_value_decode_text(pc->type, (const uint8_t *)v,
                                            (size_t)PQgetlength(res, 0, field), cols[i], &t->stats,
                                            err);
+            if (rc == FIRN_OK)
+                firn__stats_note_replaced(t, &before, pc->name);
         }
         field++;
     }

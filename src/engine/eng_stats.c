@@ -7,6 +7,7 @@
 #include "engine_int.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +41,92 @@ static json_t *time_json(int64_t us)
     return json_string(text);
 }
 
+/* The fallback rules of firn_pg_decode_stats (docs/type-mapping.md): the stats.json key, what
+ * the WARN line says, the counter. */
+static const struct {
+    const char *key;
+    const char *rule;
+    size_t off;
+} REPLACED[] = {
+    {"numeric_nan_as_null", "a numeric NaN has no decimal value and is stored as null",
+     offsetof(firn_pg_decode_stats, nan_to_null)},
+    {"timestamps_clamped",
+     "a timestamp beyond the int64 microseconds since 1970 is stored as the largest one, "
+     "INT64_MAX-1 (294247-01-10T04:00:54.775806)",
+     offsetof(firn_pg_decode_stats, clamped)},
+    {"arrays_flattened",
+     "a multi-dimensional array in a one-level list column is stored flattened (row-major)",
+     offsetof(firn_pg_decode_stats, array_flattened)},
+    {"array_lower_bounds_dropped", "an array lower bound other than 1 is dropped",
+     offsetof(firn_pg_decode_stats, array_lbound_lost)},
+};
+#define N_REPLACED (sizeof(REPLACED) / sizeof(REPLACED[0]))
+
+static uint64_t replaced_of(const firn_pg_decode_stats *s, size_t kind)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)s + REPLACED[kind].off, sizeof(v));
+    return v;
+}
+
+static void replaced_add(firn_pg_decode_stats *into, const firn_pg_decode_stats *s)
+{
+    into->nan_to_null += s->nan_to_null;
+    into->clamped += s->clamped;
+    into->array_flattened += s->array_flattened;
+    into->array_lbound_lost += s->array_lbound_lost;
+}
+
+void firn__stats_add_copied(firn__table *t, const firn_pg_chunk *chunk)
+{
+    pthread_mutex_lock(&t->mu);
+    replaced_add(&t->copy_stats, &chunk->replaced);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void firn__stats_note_replaced(firn__table *t,
+                               const firn_pg_decode_stats *before,
+                               const char *column)
+{
+    for (size_t k = 0; k < N_REPLACED; k++) {
+        if (replaced_of(&t->stats, k) == replaced_of(before, k) || (t->replaced_warned & (1u << k)))
+            continue;
+        t->replaced_warned |= 1u << k;
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table %s column \"%s\": a streamed value is stored by the documented fallback "
+                 "rule: %s; later ones of this table are counted in stats.json "
+                 "(values_replaced.%s) and totalled at the end of the run",
+                 t->display, column, REPLACED[k].rule, REPLACED[k].key);
+    }
+}
+
+void firn__stats_log_replaced(firn__engine *e)
+{
+    for (size_t i = 0; i < e->n_tables; i++) {
+        const firn_pg_decode_stats *s = &e->tables[i]->stats;
+        if (s->nan_to_null || s->clamped || s->array_flattened || s->array_lbound_lost)
+            FIRN_LOG(FIRN_LOG_WARN, "engine",
+                     "table %s: streamed values stored by the documented fallback rules: "
+                     "%llu numeric NaN as null, %llu timestamps clamped, %llu arrays flattened, "
+                     "%llu array lower bounds dropped",
+                     e->tables[i]->display, (unsigned long long)s->nan_to_null,
+                     (unsigned long long)s->clamped, (unsigned long long)s->array_flattened,
+                     (unsigned long long)s->array_lbound_lost);
+    }
+}
+
+/* Values of this run stored by the fallback rules, copied and streamed, per kind; copied is
+ * read under t->mu by the caller. */
+static json_t *replaced_json(const firn__table *t, const firn_pg_decode_stats *copied)
+{
+    json_t *o = json_object();
+    for (size_t k = 0; k < N_REPLACED; k++)
+        json_object_set_new(
+            o, REPLACED[k].key,
+            json_integer((json_int_t)(replaced_of(copied, k) + replaced_of(&t->stats, k))));
+    return o;
+}
+
 /* Backfill progress of t: rows copied, the estimate, share and time left. */
 static json_t *backfill_json(const firn__table *t, uint64_t rows, double secs)
 {
@@ -62,6 +149,7 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
 {
     pthread_mutex_lock(&t->mu);
     uint64_t rows = t->rows_written;
+    firn_pg_decode_stats copied = t->copy_stats;
     pthread_mutex_unlock(&t->mu);
     *rows_out = rows;
     json_t *o = json_object();
@@ -73,6 +161,7 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
     json_object_set_new(o, "rows_written", json_integer((json_int_t)rows));
     json_object_set_new(o, "changes_read", json_integer((json_int_t)t->changes_read));
     json_object_set_new(o, "commits", json_integer((json_int_t)t->commits));
+    json_object_set_new(o, "values_replaced", replaced_json(t, &copied));
     if (t->cdc && !t->needs_backfill && t->buf) {
         json_object_set_new(o, "buffered_changes",
                             json_integer((json_int_t)firn_batch_rows(t->buf)));

@@ -1236,6 +1236,7 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
         *err = e.halt; /* the run reports the stream it stopped (exit code 3) */
         rc = fail(FIRN_FAULT_SOURCE, e.halt.code);
     }
+    firn__stats_log_replaced(&e);
     if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
         uint64_t rows = 0;
         for (size_t i = 0; i < e.n_tables; i++)

@@ -431,7 +431,10 @@ typedef struct firn__table {
     int64_t index_persist_ns;          /* monotonic time of the last upload or download, 0:
                                         * none (the next chance uploads) */
     pthread_mutex_t mu;                /* guards pending, files and index during backfill */
-    firn_pg_decode_stats stats;
+    firn_pg_decode_stats stats;        /* CDC: values stored by the fallback rules (decoders count
+                                        * here; the CDC thread alone writes it) */
+    firn_pg_decode_stats copy_stats;   /* the same for the copies of this run, under mu */
+    unsigned replaced_warned;          /* CDC: kinds of fallback already warned of (bit per kind) */
     uint64_t rows_written;
     firn_strlist default_added; /* columns this run added to the table that have a source
                                    DEFAULT: existing rows hold a value no WAL change carried */
@@ -1049,6 +1052,20 @@ FIRN_MUST_CHECK firn_rc firn__engine_open_destination(const firn_destination_con
  * "cdc", "reconnecting", "finished", "stopped", "failed"). Never fails (a write error is logged).
  * Thread-safe against itself; reads table counters under each table's lock. */
 void firn__stats_write(firn__engine *e, const char *phase, bool force);
+/** Adds the chunk's values stored by the fallback rules (chunk->replaced, counted and logged by
+ * the backfill) to t's copy counters, under t->mu. Thread-safe. */
+void firn__stats_add_copied(firn__table *t, const firn_pg_chunk *chunk);
+/** After a streamed value of column (borrowed, NUL-terminated) was decoded into t: when
+ * t->stats counts a fallback of a kind the table has not replaced yet in this run (before: the
+ * counters before the decode), one WARN line names the table, column and rule; later ones are
+ * only counted (stats.json "values_replaced") and totalled by firn__stats_log_replaced. Called
+ * from the CDC thread only. */
+void firn__stats_note_replaced(firn__table *t,
+                               const firn_pg_decode_stats *before,
+                               const char *column);
+/** At the end of a run: one WARN line per table whose streamed changes had values stored by the
+ * fallback rules, with the totals per kind (the backfill logs its own per chunk). */
+void firn__stats_log_replaced(firn__engine *e);
 /** True when the stats file next to state_path (NULL: none) shows stream "namespace.name"
  * stopped at a schema change its table cannot take, or because its source table is missing
  * (*out_missing); lsn (cap bytes) gets the position. */

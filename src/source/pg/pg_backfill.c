@@ -701,7 +701,8 @@ static firn_rc chunk_with_retries(worker *w, firn_pg_chunk *c, firn_err *err)
         firn_rc rc = w->conn ? run_chunk(w, c, &retryable, err)
                              : firn_err_set(err, FIRN_ERR_NETWORK, "%s", w->reconnect_msg);
         if (!rc) {
-            log_stats(c, firn_pg_copy_stats(w->copy));
+            c->replaced = *firn_pg_copy_stats(w->copy);
+            log_stats(c, &c->replaced);
             return FIRN_OK;
         }
         if (!w->conn)
