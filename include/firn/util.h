@@ -73,10 +73,15 @@ bool firn_rc_is_transient(firn_rc rc);
 
 /** Details of the last error: code, saved errno (0 if none) and a one-line message. Embedded by
  * the caller; a zeroed struct is "no error". A message cut at FIRN_ERR_MSG_MAX - 1 bytes is cut
- * before a UTF-8 sequence it would split. */
+ * before a UTF-8 sequence it would split. firn_err_set, firn_err_set_errno and firn_err_clear
+ * reset every field; firn_err_context keeps them. */
 typedef struct firn_err {
     firn_rc code;
     int sys_errno;
+    /* The side of a sync that failed, a firn_fault of firn/engine.h (0: not said), set by the
+     * engine where it knows (a catalog commit, a flush to the destination): the exit code
+     * follows it rather than the phase the run was in. */
+    int fault;
     char msg[FIRN_ERR_MSG_MAX];
 } firn_err;
 

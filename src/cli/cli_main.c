@@ -147,9 +147,9 @@ void firn__cli_print_exit_codes(FILE *out)
                  "  3    source error: host unreachable, authentication failed, missing slot or\n"
                  "       publication, wal_level not logical, missing privileges; a stream\n"
                  "       stopped at a schema change its table cannot take (the others go on)\n"
-                 "  4    destination error: catalog unreachable or refusing, catalog path or\n"
-                 "       warehouse not writable, storage credentials, a full or read-only\n"
-                 "       local disk\n"
+                 "  4    destination error: catalog unreachable or refusing (also a commit it\n"
+                 "       refuses during a copy or while streaming), catalog path or warehouse\n"
+                 "       not writable, storage credentials, a full or read-only local disk\n"
                  "  130  interrupted by SIGINT (after a clean stop; SIGTERM exits 0)\n");
 }
 

@@ -211,7 +211,7 @@ firn_rc firn__table_meta_commit(firn__table *t,
         bool retry =
             rc == FIRN_ERR_UNKNOWN_OUTCOME || rc == FIRN_ERR_CONFLICT || firn_rc_is_transient(rc);
         if (rc == FIRN_OK || !retry || attempt >= COMMIT_ATTEMPTS)
-            return rc;
+            return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
         FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": commit attempt %d failed (%s), retrying",
                  t->display, attempt, err ? err->msg : firn_rc_message(rc));
         firn_sleep_ms(jitter_ms(backoff_ms));
@@ -345,7 +345,7 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     if (rc)
         firn_err_context(err, "while committing to table \"%s\"", t->display);
     firn_summary_deinit(&keys);
-    return rc;
+    return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
 }
 
 /* ---- flushing buffered changes ------------------------------------------------------------ */
@@ -754,5 +754,5 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
     }
     if (rc == FIRN_OK && t->upsert && !t->eqdel)
         rc = firn__compact_maybe(t, err);
-    return rc;
+    return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
 }

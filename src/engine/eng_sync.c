@@ -33,6 +33,33 @@ static firn_rc fail(firn_fault where, firn_rc rc)
     return rc;
 }
 
+firn_rc firn__blame(firn_err *err, firn_fault where, firn_rc rc)
+{
+    if (!rc || !err || err->fault)
+        return rc;
+    switch (rc) {
+    case FIRN_ERR_CONFIG:
+    case FIRN_ERR_SCHEMA:
+    case FIRN_ERR_CANCELLED:
+    case FIRN_ERR_INTERNAL:
+    case FIRN_ERR_SOURCE:
+    case FIRN_ERR_UNSUPPORTED:
+        return rc;
+    default:
+        err->fault = (int)where;
+        return rc;
+    }
+}
+
+/* The fault of a failed entry point: the side the error names when it says one (a commit the
+ * catalog refused during the CDC phase is the destination's), else where the run failed. */
+static firn_fault fault_of(firn_rc rc, const firn_err *err, firn_fault phase)
+{
+    if (rc && err && err->fault > FIRN_FAULT_NONE && err->fault <= FIRN_FAULT_DESTINATION)
+        return (firn_fault)err->fault;
+    return rc ? phase : FIRN_FAULT_NONE;
+}
+
 /* ---- state -------------------------------------------------------------------------------- */
 
 static void copy_state(firn_state *dst, const firn_state *src)
@@ -1254,26 +1281,27 @@ firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, 
     engine_close(&e);
     if (lock_fd >= 0)
         close(lock_fd);
+    last_fault = fault_of(rc, err, last_fault);
     return rc;
 }
 
 firn_rc firn_engine_check(const firn_config *cfg, firn_err *err)
 {
     firn_rc rc = firn__engine_check(cfg, err);
-    last_fault = rc ? firn__entry_fault() : FIRN_FAULT_NONE;
+    last_fault = fault_of(rc, err, firn__entry_fault());
     return rc;
 }
 
 firn_rc firn_engine_discover(const firn_config *cfg, const char *streams_out_path, firn_err *err)
 {
     firn_rc rc = firn__engine_discover(cfg, streams_out_path, err);
-    last_fault = rc ? firn__entry_fault() : FIRN_FAULT_NONE;
+    last_fault = fault_of(rc, err, firn__entry_fault());
     return rc;
 }
 
 firn_rc firn_engine_status(const firn_config *cfg, FILE *out, firn_err *err)
 {
     firn_rc rc = firn__engine_status(cfg, out, err);
-    last_fault = rc ? firn__entry_fault() : FIRN_FAULT_NONE;
+    last_fault = fault_of(rc, err, firn__entry_fault());
     return rc;
 }

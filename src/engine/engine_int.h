@@ -773,8 +773,15 @@ void firn__streams_names_append(firn_buf *b,
                                 const size_t *idx,
                                 size_t n);
 
+/** Records in err (NULL accepted) that a failure rc (FIRN_OK: nothing) happened on side where,
+ * unless an inner call said already (err->fault set) or rc says nothing about a side (a
+ * configuration error, a schema change, a stop, an internal error): the exit code follows the
+ * side that failed, not the phase the run was in (README "Exit codes"). Returns rc. */
+firn_rc firn__blame(firn_err *err, firn_fault where, firn_rc rc);
+
 /** Writes t's buffered changes (fold by key, data files, position deletes) and commits them
- * with position lsn. Nothing to do for an empty buffer. */
+ * with position lsn. Nothing to do for an empty buffer. Failures are blamed on the destination
+ * (firn__blame). */
 FIRN_MUST_CHECK firn_rc firn__table_flush(firn__table *t, uint64_t lsn, firn_err *err);
 /** firn__table_flush with extra snapshot summary keys (NULL: none). */
 FIRN_MUST_CHECK firn_rc firn__table_flush_extra(firn__table *t,

@@ -116,6 +116,28 @@ T_TEST(long_remedies_fit_and_cuts_keep_utf8_whole)
 }
 
 /* The one UTF-8 trim every one-line helper uses: whole sequences kept, a cut one dropped. */
+/* The side of a failure travels with the error through context, and a new error (or a clear)
+ * starts without one, so a side recorded for an error that was handled never sticks to the
+ * next. */
+T_TEST(fault_kept_by_context_reset_by_set_and_clear)
+{
+    firn_err err = {0};
+    firn_err_set(&err, FIRN_ERR_UNAVAILABLE, "catalog refused");
+    err.fault = 3;
+    firn_err_context(&err, "while committing");
+    T_EQ_INT(err.fault, 3);
+    firn_err copy = err;
+    T_EQ_INT(copy.fault, 3);
+    firn_err_set(&err, FIRN_ERR_NETWORK, "connection lost");
+    T_EQ_INT(err.fault, 0);
+    err.fault = 2;
+    firn_err_set_errno(&err, FIRN_ERR_IO, ENOENT, "could not open");
+    T_EQ_INT(err.fault, 0);
+    err.fault = 2;
+    firn_err_clear(&err);
+    T_EQ_INT(err.fault, 0);
+}
+
 T_TEST(utf8_whole_len)
 {
     const char *s = "a\xC3\xA9" /* é */ "\xE2\x82\xAC" /* € */ "\xF0\x9F\x98\x80"; /* 😀 */
@@ -135,4 +157,5 @@ T_MAIN(T_CASE(codes_have_names_and_classes),
        T_CASE(set_try_and_context),
        T_CASE(errno_message_and_truncation),
        T_CASE(long_remedies_fit_and_cuts_keep_utf8_whole),
+       T_CASE(fault_kept_by_context_reset_by_set_and_clear),
        T_CASE(utf8_whole_len))
