@@ -263,6 +263,9 @@ typedef struct firn_destination_config {
                                         * (with the partition's small files); default 20, 0 = never */
     char *log;                         /* log spec ("info,pg=debug"); the --log flag wins */
     int log_format;                    /* 0 logfmt, 1 json ("log_format"); --log-format wins */
+    char *metrics_listen; /* "HOST:PORT" firn sync serves /metrics, /healthz and /readyz on
+                             (docs/operations.md "Metrics and health"); NULL: none; --metrics-listen
+                             wins */
     firn_kvlist table_properties;
 } firn_destination_config;
 

@@ -25,6 +25,11 @@ typedef struct firn_sync_options {
     /** Overrides of the destination's commit policy for every table (0 = keep). */
     int64_t commit_interval_ms;
     uint64_t commit_max_bytes;
+    /** "HOST:PORT" to serve GET /metrics (Prometheus text), /healthz and /readyz on while the
+     * run lasts (docs/operations.md "Metrics and health"); NULL: the destination's metrics_listen,
+     * if any. A bad or unbindable address fails the run before anything is opened (FIRN_ERR_CONFIG,
+     * FIRN_FAULT_CONFIG). Borrowed. */
+    const char *metrics_listen;
 } firn_sync_options;
 
 /** Where a failed entry point failed; decides the CLI's exit code (see README "Exit codes"). */

@@ -24,6 +24,7 @@ static const cli_flag flags[] = {
     {"--log", CLI_OPT_LOG, offsetof(cli_opts, log), true},
     {"--log-format", CLI_OPT_LOG, offsetof(cli_opts, log_format), true},
     {"--follow", CLI_OPT_FOLLOW, offsetof(cli_opts, follow), false},
+    {"--metrics-listen", CLI_OPT_FOLLOW, offsetof(cli_opts, metrics_listen), true},
 };
 
 static const cli_flag *find_flag(const char *arg, size_t len)

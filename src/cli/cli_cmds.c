@@ -194,7 +194,8 @@ int firn__cli_sync(const cli_cmd *cmd, cli_opts *o)
     if (code)
         return code;
     install_stop_handlers();
-    firn_sync_options opts = {.follow = o->follow, .stop = &stop_signal};
+    firn_sync_options opts = {
+        .follow = o->follow, .stop = &stop_signal, .metrics_listen = o->metrics_listen};
     firn_err err = {0};
     firn_rc rc = firn_engine_sync(&cfg, &opts, &err);
     code = rc == FIRN_OK ? (stop_signal == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK)

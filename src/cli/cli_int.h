@@ -39,6 +39,7 @@ typedef struct cli_opts {
     const char *output;
     const char *log;
     const char *log_format;
+    const char *metrics_listen;
     bool follow;
     bool help;
     const char *args[4]; /* positional arguments */

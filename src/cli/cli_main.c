@@ -55,6 +55,7 @@ static const cli_cmd commands[] = {
      firn__cli_discover},
     {"sync", "copy the selected tables into Iceberg",
      "usage: firn sync --source FILE --destination FILE --streams FILE [--state FILE] [--follow]\n"
+     "                 [--metrics-listen HOST:PORT]\n"
      "\n"
      "Without --follow: a catch-up run. Backfills what is pending, reads the WAL up to the\n"
      "position current at start, commits and exits. With --follow: keeps streaming and commits\n"
@@ -63,7 +64,11 @@ static const cli_cmd commands[] = {
      "\n"
      "options:\n" FILE_OPTS
      "  --state FILE         state.json (default: state.json next to the streams file)\n"
-     "  --follow             keep streaming changes\n" LOG_OPTS,
+     "  --follow             keep streaming changes\n"
+     "  --metrics-listen HOST:PORT\n"
+     "                       serve /metrics (Prometheus), /healthz and /readyz there while the\n"
+     "                       run lasts, e.g. 127.0.0.1:9187 (destination key "
+     "metrics_listen)\n" LOG_OPTS,
      CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_FOLLOW |
          CLI_OPT_LOG,
      0, firn__cli_sync},

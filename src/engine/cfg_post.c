@@ -3,6 +3,7 @@
  * becomes the SQL catalog path, slot names default from the database, the readers choose the
  * format version), small container helpers, and the libpq conninfo builder. */
 #include "cfg_int.h"
+#include "engine_int.h"
 
 #include <ctype.h>
 #include <libpq-fe.h>
@@ -194,6 +195,7 @@ void firn__cfg_destination_free(firn_destination_config *d)
                      &st->session_token,
                      &d->namespace_pattern,
                      &d->log,
+                     &d->metrics_listen,
                      &d->index_dir,
                      &d->format_reason};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
@@ -719,6 +721,11 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(ctx, err,
                               "\"index_dir\" must not be empty (leave it out for the default, "
                               "~/.cache/firn)");
+    if (d->metrics_listen) {
+        firn_err lerr = {0};
+        if (firn__metrics_listen_check("\"metrics_listen\"", d->metrics_listen, &lerr))
+            return firn__cfg_fail(ctx, err, "%s", lerr.msg);
+    }
     if (d->commit.interval_ms <= 0)
         return firn__cfg_fail(ctx, err, "\"commit.interval_seconds\" must be greater than 0");
     if (d->commit.max_bytes < 1024)

@@ -461,6 +461,9 @@ static const cfg_prop p_destination[] = {
      "(default 20, 0: never)"},
     {"log", &n_string, DST(log), 0, NULL, "log levels, e.g. \"info,pg=debug\""},
     {"log_format", &n_log_format, DST(log_format), 0, NULL, NULL},
+    {"metrics_listen", &n_string, DST(metrics_listen), 0, NULL,
+     "HOST:PORT where firn sync serves /metrics, /healthz and /readyz, e.g. \"127.0.0.1:9187\" "
+     "(--metrics-listen wins)"},
     {"table_properties", &n_kvmap, DST(table_properties), 0, NULL,
      "Iceberg properties of new tables"},
     {NULL, NULL, 0, 0, NULL, NULL},

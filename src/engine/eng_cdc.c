@@ -832,7 +832,9 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     firn__fault_point("mid-txn");
     if (firn_batch_rows(t->buf) == 0)
         t->hold_lsn = c->last_end_lsn; /* this table now holds back the acknowledgement */
-    t->changes_read++;
+    t->changes_read[ev->type == FIRN_PGO_INSERT   ? FIRN__OP_INSERT
+                    : ev->type == FIRN_PGO_UPDATE ? FIRN__OP_UPDATE
+                                                  : FIRN__OP_DELETE]++;
     firn_batch_set_times(t->buf, c->txn_commit_us, INT64_MIN);
     firn_rc rc = FIRN_OK;
     switch (ev->type) {
@@ -1207,6 +1209,7 @@ static firn_rc current_wal_lsn(firn__engine *e, uint64_t *out, firn_err *err)
  * sessions): under --follow that ends the run so that the caller reconnects both. */
 static firn_rc stats_tick(firn__engine *e, bool follow, firn_err *err)
 {
+    firn__metrics_tick(e);
     if (firn_monotonic_ns() - e->stats_ns < 5 * 1000000000LL)
         return FIRN_OK;
     firn_err qerr = {0};

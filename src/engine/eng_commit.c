@@ -194,6 +194,7 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
         FIRN_LOG(conflict ? FIRN_LOG_INFO : FIRN_LOG_WARN, "engine",
                  "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
                  err ? err->msg : firn_rc_message(rc));
+        firn__metrics_commit_retry(t, rc);
         firn_sleep_ms(jitter_ms(backoff_ms));
         int cap = conflict ? COMMIT_CONFLICT_BACKOFF_MAX_MS : COMMIT_BACKOFF_MAX_MS;
         backoff_ms = backoff_ms * 2 > cap ? cap : backoff_ms * 2;
@@ -337,7 +338,9 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     q.extra = &keys;
     q.index_bound = t->upsert && !t->eqdel && !q.truncate && !q.rewrite;
     firn__fault_point("after-upload");
+    const int64_t t0 = firn_monotonic_ns();
     firn_rc rc = commit_retry(t, &q, commit_id, err);
+    firn__metrics_commit(t, rc, firn_monotonic_ns() - t0, q.data, q.n_data, q.deletes, q.n_deletes);
     if (rc == FIRN_OK)
         firn__fault_point("after-commit");
     if (rc == FIRN_OK && keep)

@@ -159,7 +159,9 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
     json_object_set_new(o, "table", json_string(t->display));
     json_object_set_new(o, "sync_mode", json_string(firn_sync_mode_name(t->stream->sync_mode)));
     json_object_set_new(o, "rows_written", json_integer((json_int_t)rows));
-    json_object_set_new(o, "changes_read", json_integer((json_int_t)t->changes_read));
+    const uint64_t changes = t->changes_read[FIRN__OP_INSERT] + t->changes_read[FIRN__OP_UPDATE] +
+                             t->changes_read[FIRN__OP_DELETE];
+    json_object_set_new(o, "changes_read", json_integer((json_int_t)changes));
     json_object_set_new(o, "commits", json_integer((json_int_t)t->commits));
     json_object_set_new(o, "values_replaced", replaced_json(t, &copied));
     if (t->cdc && !t->needs_backfill && t->buf) {
@@ -260,6 +262,7 @@ bool firn__stats_stopped(
 void firn__stats_write(firn__engine *e, const char *phase, bool force)
 {
     int64_t now = firn_monotonic_ns();
+    firn__metrics_publish(e, phase);
     char path[4200];
     if (!stats_path(e, path, sizeof(path)))
         return;

@@ -426,12 +426,16 @@ static firn_rc lock_slot(firn__engine *e, firn_err *err)
                         slot, out);
 }
 
-static firn_rc
-engine_open(firn__engine *e, const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
+static firn_rc engine_open(firn__engine *e,
+                           const firn_config *cfg,
+                           const firn_sync_options *opts,
+                           firn__metrics *metrics,
+                           firn_err *err)
 {
     memset(e, 0, sizeof(*e));
     e->cfg = cfg;
     e->opts = opts;
+    e->metrics = metrics;
     e->start_ns = firn_monotonic_ns();
     e->start_us = firn_now_us();
     copy_state(&e->state, &cfg->state);
@@ -1086,6 +1090,7 @@ static firn_rc reconnect(firn__engine *e, follow_link *l, firn_pgo_stream **s, f
         l->attempts++;
         firn_rc rc = reconnect_once(e, l, s, err);
         if (rc == FIRN_OK) {
+            firn__metrics_reconnected(e);
             FIRN_LOG(FIRN_LOG_INFO, "engine",
                      "reconnected to the server at %s after %.1f s: streaming replication slot "
                      "\"%s\" again from its confirmed position",
@@ -1230,15 +1235,60 @@ static firn_rc lock_state(const firn_config *cfg, int *fd_out, firn_err *err)
     return FIRN_OK;
 }
 
+/* --metrics-listen, else the destination's metrics_listen: the registry and its server (both
+ * NULL without either). */
+static firn_rc start_metrics(const firn_config *cfg,
+                             const firn_sync_options *opts,
+                             firn__metrics **out_m,
+                             firn__metrics_server **out_srv,
+                             firn_err *err)
+{
+    *out_m = NULL;
+    *out_srv = NULL;
+    const bool flag = opts && opts->metrics_listen;
+    const char *listen = flag ? opts->metrics_listen : cfg->destination.metrics_listen;
+    if (!listen)
+        return FIRN_OK;
+    firn__metrics *m = firn__metrics_new(firn_now_us());
+    firn_rc rc =
+        firn__metrics_serve(m, flag ? "--metrics-listen" : "metrics_listen of the destination file",
+                            listen, out_srv, err);
+    if (rc) {
+        firn__metrics_free(m);
+        return fail(FIRN_FAULT_CONFIG, rc);
+    }
+    *out_m = m;
+    return FIRN_OK;
+}
+
+static firn_rc sync_run(const firn_config *cfg,
+                        const firn_sync_options *opts,
+                        firn__metrics *metrics,
+                        firn_err *err);
+
 firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
 {
     last_fault = FIRN_FAULT_NONE;
+    firn__metrics *m = NULL;
+    firn__metrics_server *srv = NULL;
+    FIRN_TRY(start_metrics(cfg, opts, &m, &srv, err));
+    firn_rc rc = sync_run(cfg, opts, m, err);
+    firn__metrics_server_stop(srv);
+    firn__metrics_free(m);
+    return rc;
+}
+
+static firn_rc sync_run(const firn_config *cfg,
+                        const firn_sync_options *opts,
+                        firn__metrics *metrics,
+                        firn_err *err)
+{
     int lock_fd = -1;
     FIRN_TRY(fail(FIRN_FAULT_CONFIG, firn__engine_check_index_dir(&cfg->destination, err)));
     FIRN_TRY(lock_state(cfg, &lock_fd, err));
     firn__engine e;
     int64_t t0 = firn_monotonic_ns();
-    firn_rc rc = engine_open(&e, cfg, opts, err);
+    firn_rc rc = engine_open(&e, cfg, opts, metrics, err);
     bool cdc = false, backfill = false;
     if (rc == FIRN_OK)
         rc = fail(FIRN_FAULT_SOURCE, firn__incremental_run(&e, err));

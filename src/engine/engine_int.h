@@ -440,7 +440,8 @@ typedef struct firn__table {
                                    DEFAULT: existing rows hold a value no WAL change carried */
     bool copied;                /* the table was copied in this run (in a snapshot taken after
                                    its schema was read) */
-    uint64_t changes_read;      /* CDC changes appended to buf (stats file) */
+    uint64_t changes_read[3];   /* CDC changes appended to buf by operation (FIRN__OP_*: insert,
+                                   update, delete; stats file and metrics) */
     uint64_t commits;           /* snapshots committed by this run (stats file) */
     size_t txn_rows0;           /* CDC: rows buffered before the transaction being read */
     int64_t flush_ns;      /* CDC: monotonic time of the table's last flush (or of the start) */
@@ -458,6 +459,8 @@ typedef struct firn__table {
                               again from the data files, not loaded */
     firn_strlist left_out; /* source columns the stream's `columns` / `sync_new_columns` leave
                               out: CDC drops their values (eng_columns.c) */
+    size_t metrics_slot;   /* 1 + its entry in the engine's metrics, 0: none yet (guarded by
+                              the metrics' lock) */
     firn_strlist rename_from; /* columns renamed on the source (old names) and their new names: */
     firn_strlist rename_to;   /* the next schema commit renames the Iceberg fields (same ids) */
 } firn__table;
@@ -487,7 +490,77 @@ struct firn__engine {
     uint64_t wal_lsn;     /* the source's WAL position when last asked (CDC; 0: unknown) */
     bool backfill_resume; /* the slot of an unfinished copy is kept: keyed tables copy only
                            * their missing chunks, as upserts (eng_backfill.c) */
+    /* --metrics-listen: what /metrics serves (borrowed), or NULL */
+    struct firn__metrics *metrics;
 };
+
+/* ---- metrics (eng_metrics.c) and their HTTP server (eng_serve.c) ---------------------------- */
+
+/* Operations counted in firn__table.changes_read. */
+#define FIRN__OP_INSERT 0
+#define FIRN__OP_UPDATE 1
+#define FIRN__OP_DELETE 2
+
+/** What /metrics, /healthz and /readyz serve (docs/operations.md "Metrics and health"): copies of
+ * the engine's counters, published by the engine and read by the server thread, each side under the
+ * object's lock. Thread-safe. */
+typedef struct firn__metrics firn__metrics;
+
+/** Returns an empty registry for a run started at start_us (wall clock). Free with
+ * firn__metrics_free. */
+firn__metrics *firn__metrics_new(int64_t start_us);
+/** Frees m (NULL accepted). The server reading it must be stopped first. */
+void firn__metrics_free(firn__metrics *m);
+/** Copies e's counters into e->metrics (nothing without one): per table changes read, rows
+ * written, buffered changes, stopped streams, values replaced; the source's WAL position
+ * and the acknowledged one; phase (static text as firn__stats_write takes it, NULL: unchanged).
+ * Call where firn__stats_write may be called (the engine thread, or under the backfill's commit
+ * lock); reads rows_written under each table's lock. */
+void firn__metrics_publish(firn__engine *e, const char *phase);
+/** In the CDC loop: firn__metrics_publish(e, "cdc") when the last one is a second old. */
+void firn__metrics_tick(firn__engine *e);
+/** Counts a reconnect to the source that succeeded. */
+void firn__metrics_reconnected(firn__engine *e);
+/** Counts one commit of t (firn__table_commit and its siblings) that took duration_ns: its
+ * outcome rc (FIRN_OK; FIRN_ERR_CONFLICT; FIRN_ERR_UNKNOWN_OUTCOME; other: failed) and, when it
+ * landed, the bytes of the data files data[0..n_data) and delete files deletes[0..n_deletes) it
+ * added. Any thread. */
+void firn__metrics_commit(firn__table *t,
+                          firn_rc rc,
+                          int64_t duration_ns,
+                          const firn_data_file *data,
+                          size_t n_data,
+                          const firn_data_file *deletes,
+                          size_t n_deletes);
+/** A commit attempt of t failed with rc and is retried: counted, and t is not ready until a
+ * commit of it lands. Any thread. */
+void firn__metrics_commit_retry(firn__table *t, firn_rc rc);
+/** Appends the Prometheus text exposition (format 0.0.4) of m to out. FIRN_ERR_TOO_LARGE past
+ * out's maximum. */
+FIRN_MUST_CHECK firn_rc firn__metrics_render(firn__metrics *m, firn_buf *out);
+/** Whether the run is ready (docs/operations.md "Health"): reading the source (copying or
+ * streaming), no stream stopped, no table whose last commit attempt failed. Otherwise why
+ * (cap bytes) gets the reasons. */
+bool firn__metrics_ready(firn__metrics *m, char *why, size_t cap);
+
+/** Checks the form of a listen address "HOST:PORT" (HOST an IPv4 address, a bracketed IPv6
+ * address or a host name; PORT 0-65535), without resolving it. origin names where it came from
+ * in messages ("--metrics-listen"). FIRN_ERR_CONFIG with one line saying what is wrong. */
+FIRN_MUST_CHECK firn_rc firn__metrics_listen_check(const char *origin,
+                                                   const char *text,
+                                                   firn_err *err);
+
+typedef struct firn__metrics_server firn__metrics_server;
+/** Binds text (as firn__metrics_listen_check) and serves m on it from a thread of its own:
+ * GET /metrics, /healthz, /readyz. FIRN_ERR_CONFIG naming the address for a bad, unresolvable
+ * or unbindable one (in use, not local). m is borrowed until firn__metrics_server_stop. */
+FIRN_MUST_CHECK firn_rc firn__metrics_serve(firn__metrics *m,
+                                            const char *origin,
+                                            const char *text,
+                                            firn__metrics_server **out,
+                                            firn_err *err);
+/** Stops the server and closes its socket (NULL accepted). */
+void firn__metrics_server_stop(firn__metrics_server *s);
 
 /** Applies stream s's `columns`, `sync_new_columns` and `filter` to its source table pg
  * (docs/configuration.md "Columns and filter"): the columns left out are removed from pg (so

@@ -1,0 +1,324 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`firn sync --follow --metrics-listen HOST:PORT` (issue 29): /metrics in the Prometheus text
+format, /healthz and /readyz, scraped with urllib while a real PostgreSQL streams. The exposition
+is parsed strictly (every line a HELP or TYPE comment or a sample of a declared family), the
+counters are compared with the changes the test made and with the Iceberg tables (pyiceberg
+snapshots), and a bad address is one clear error line with exit code 2 before anything exists.
+When Debian's `promtool` is installed, `promtool check metrics` must pass too."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from firnutil import FirnEnv, stop_process, wait_for
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\\\|\\"|\\n)*"'
+SAMPLE = re.compile(rf"^({NAME})(?:\{{((?:{LABEL})(?:,{LABEL})*)?\}})? (\S+)$")
+LABEL_ONE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\\\|\\"|\\n)*)"')
+TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+
+
+def get(port: int, path: str, method: str = "GET") -> tuple[int, str, str]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    try:
+        with OPENER.open(req, timeout=10) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode()
+
+
+def alive(port: int) -> bool:
+    try:
+        return get(port, "/healthz")[0] == 200
+    except OSError:
+        return False
+
+
+def parse(text: str) -> dict[str, dict]:
+    """Families by name: {"type", "help", "samples": {(name, frozenset(labels)): value}}. Fails
+    on any line that is not a HELP/TYPE comment or a sample of the family declared before it."""
+    assert text.endswith("\n"), "the exposition must end with a newline"
+    fams: dict[str, dict] = {}
+    current = None
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        if line.startswith("# HELP "):
+            name, _, help_text = line[7:].partition(" ")
+            assert re.fullmatch(NAME, name) and help_text, f"line {n}: {line!r}"
+            assert name not in fams, f"line {n}: family {name} declared twice"
+            fams[name] = {"help": help_text, "type": None, "samples": {}}
+            current = name
+            continue
+        if line.startswith("# TYPE "):
+            name, _, typ = line[7:].partition(" ")
+            assert name == current and typ in TYPES, f"line {n}: {line!r}"
+            assert fams[name]["type"] is None, f"line {n}: second TYPE of {name}"
+            fams[name]["type"] = typ
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"line {n} is neither a comment nor a sample: {line!r}"
+        name, labels, value = m.group(1), m.group(2) or "", m.group(3)
+        fam = fams.get(current)
+        assert fam and fam["type"], f"line {n}: sample {name} outside a declared family"
+        suffixes = ("_bucket", "_sum", "_count") if fam["type"] == "histogram" else ("",)
+        assert any(name == current + s for s in suffixes), f"line {n}: {name} in {current}"
+        if fam["type"] == "counter":
+            assert name.endswith("_total"), f"line {n}: counter {name} without _total"
+        else:
+            assert not name.endswith("_total"), f"line {n}: {fam['type']} {name} with _total"
+        pairs = LABEL_ONE.findall(labels)
+        keys = [k for k, _ in pairs]
+        assert len(set(keys)) == len(keys), f"line {n}: repeated label"
+        v = float(value)  # also accepts +Inf, NaN
+        key = (name, frozenset(pairs))
+        assert key not in fam["samples"], f"line {n}: duplicate series {line!r}"
+        fam["samples"][key] = v
+        if fam["type"] == "counter":
+            assert v >= 0 and not math.isnan(v), f"line {n}: counter below 0"
+    for name, fam in fams.items():
+        assert fam["type"], f"family {name} has no TYPE"
+    return fams
+
+
+def value(fams: dict, name: str, **labels) -> float | None:
+    """The one sample of family `name` (or of a histogram's `name`) whose labels include
+    `labels`; None when there is none."""
+    fam = fams.get(name) or fams.get(re.sub(r"_(bucket|sum|count)$", "", name))
+    if not fam:
+        return None
+    hits = [v for (n, ls), v in fam["samples"].items()
+            if n == name and set(labels.items()) <= set(ls)]
+    assert len(hits) <= 1, f"{name} {labels}: {len(hits)} series"
+    return hits[0] if hits else None
+
+
+def scrape(port: int) -> dict:
+    status, ctype, body = get(port, "/metrics")
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4"), (status, ctype)
+    return parse(body)
+
+
+def scrape_when(port: int, name: str, want: float, **labels) -> dict | None:
+    """The scrape when its `name` sample is `want`; None before (or before the server is up)."""
+    try:
+        f = scrape(port)
+    except OSError:
+        return None
+    return f if value(f, name, **labels) == want else None
+
+
+def check_histogram(fams: dict) -> None:
+    fam = fams["firn_commit_duration_seconds"]
+    assert fam["type"] == "histogram"
+    buckets = sorted(((float(dict(ls)["le"]), v) for (n, ls), v in fam["samples"].items()
+                      if n.endswith("_bucket")), key=lambda x: x[0])
+    assert buckets[-1][0] == math.inf
+    counts = [v for _, v in buckets]
+    assert counts == sorted(counts), "histogram buckets must be cumulative"
+    total = value(fams, "firn_commit_duration_seconds_count")
+    assert counts[-1] == total
+    commits = sum(v for (n, _), v in fams["firn_commits_total"]["samples"].items())
+    assert total == commits, (total, commits)
+    assert value(fams, "firn_commit_duration_seconds_sum") >= 0
+
+
+def promtool_check(port: int) -> None:
+    tool = shutil.which("promtool")
+    if not tool:
+        return
+    body = get(port, "/metrics")[2]
+    r = subprocess.run([tool, "check", "metrics"], input=body, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_metrics_follow(pg, pg_db, firn_bin, tmp_path):
+    port = free_port()
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE a (id int PRIMARY KEY, v text); "
+                     "CREATE TABLE b (id int PRIMARY KEY, v text, n numeric(10, 2)); "
+                     "INSERT INTO a SELECT g, 'x' FROM generate_series(1, 300) g; "
+                     "INSERT INTO b SELECT g, 'y', g FROM generate_series(1, 6) g; "
+                     "INSERT INTO b VALUES (7, 'y', 'NaN')")  # copied as null: replaced
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["a", "b"], interval_s=0.5)
+        version = fe.run("version").stdout.split()[2]
+        proc = fe.start_follow(None, None, "--metrics-listen", f"127.0.0.1:{port}")
+        log = fe.root / "follow.log"
+        try:
+            wait_for(lambda: alive(port), 60, interval=0.2,
+                     what="/healthz to answer")
+            wait_for(lambda: b"replication connection open" in log.read_bytes(), 90,
+                     what="firn to stream")
+            fams = wait_for(lambda: scrape_when(port, "firn_source_connected", 1), 30,
+                            interval=0.2, what="firn_source_connected 1")
+            assert value(fams, "firn_build_info", version=version) == 1
+            a = {"stream": "public.a", "table": "e2e.a"}
+            b = {"stream": "public.b", "table": "e2e.b"}
+            assert value(fams, "firn_rows_written_total", **a) == 300
+            assert value(fams, "firn_rows_written_total", **b) == 7
+            assert value(fams, "firn_backfill_pending", **a) == 0
+            assert value(fams, "firn_commits_total", result="ok", **a) >= 1
+            assert value(fams, "firn_written_bytes_total", content="data", **a) > 0
+            assert value(fams, "firn_tables_halted") == 0
+            assert value(fams, "firn_values_replaced_total", kind="numeric_nan_as_null", **b) == 1
+            status, _, body = get(port, "/readyz")
+            assert (status, body) == (200, "ready\n"), body
+
+            conn.execute("UPDATE a SET v = 'z' WHERE id <= 40")          # 40 updates
+            conn.execute("INSERT INTO a SELECT g, 'n' FROM generate_series(301, 305) g")
+            conn.execute("DELETE FROM b WHERE id = 1")                   # 1 delete
+            conn.execute("INSERT INTO b VALUES (100, 'n', 'NaN')")       # 1 insert, replaced
+
+            def streamed():
+                f = scrape(port)
+                want = [("firn_source_changes_total", dict(op="update", **a), 40),
+                        ("firn_source_changes_total", dict(op="insert", **a), 5),
+                        ("firn_source_changes_total", dict(op="delete", **a), 0),
+                        ("firn_source_changes_total", dict(op="delete", **b), 1),
+                        ("firn_source_changes_total", dict(op="insert", **b), 1),
+                        ("firn_source_changes_total", dict(op="update", **b), 0),
+                        ("firn_buffered_changes", a, 0), ("firn_buffered_changes", b, 0),
+                        ("firn_rows_written_total", a, 345),
+                        ("firn_rows_written_total", b, 8)]
+                return f if all(value(f, n, **ls) == v for n, ls, v in want) else None
+
+            fams = wait_for(streamed, 60, interval=0.3, what="metrics of the streamed changes")
+            for ls in (a, b):
+                assert value(fams, "firn_written_bytes_total", content="delete", **ls) > 0
+                assert value(fams, "firn_commits_total", result="failed", **ls) == 0
+                assert value(fams, "firn_commits_total", result="unknown", **ls) == 0
+                assert value(fams, "firn_table_halted", **ls) == 0
+                assert value(fams, "firn_values_replaced_total", kind="timestamps_clamped",
+                             **ls) == 0
+            assert value(fams, "firn_values_replaced_total", kind="numeric_nan_as_null", **a) == 0
+            assert value(fams, "firn_values_replaced_total", kind="numeric_nan_as_null", **b) == 2
+            assert value(fams, "firn_source_reconnects_total") == 0
+            assert value(fams, "firn_ready") == 1
+            check_histogram(fams)
+
+            # Every snapshot of each table is a commit of this run that the counter saw.
+            cat = fe.catalog()
+
+            def commits_match():
+                f = scrape(port)
+                return f if all(
+                    value(f, "firn_commits_total", result="ok", **ls) ==
+                    len(cat.load_table(ls["table"]).snapshots()) for ls in (a, b)) else None
+
+            fams = wait_for(commits_match, 30, interval=0.3, what="commits to match snapshots")
+            for ls in (a, b):
+                snaps = cat.load_table(ls["table"]).snapshots()
+                newest = max(s.timestamp_ms for s in snaps) / 1000
+                stamp = value(fams, "firn_last_commit_timestamp_seconds", **ls)
+                assert abs(stamp - newest) < 5, (stamp, newest)
+                assert value(fams, "firn_last_commit_age_seconds", **ls) >= 0
+
+            # Caught up and idle: the slot's confirmed position reaches the WAL firn saw.
+            def lag_small():
+                f = scrape(port)
+                lag = value(f, "firn_replication_lag_bytes")
+                return f if lag is not None and lag < 64 * 1024 else None
+
+            wait_for(lag_small, 60, interval=0.5, what="replication lag near zero")
+            promtool_check(port)
+
+            assert get(port, "/nope")[0] == 404
+            assert get(port, "/metrics", method="POST")[0] == 405
+
+            # A stream that stops (its source table renamed) makes the run not ready.
+            conn.execute("ALTER TABLE b RENAME TO b2")
+            conn.execute("INSERT INTO b2 VALUES (200, 'after')")
+            wait_for(lambda: scrape_when(port, "firn_tables_halted", 1), 60, interval=0.3,
+                     what="the renamed stream to stop")
+            fams = scrape(port)
+            assert value(fams, "firn_table_halted", **b) == 1
+            assert value(fams, "firn_table_halted", **a) == 0
+            assert value(fams, "firn_ready") == 0
+            status, _, body = get(port, "/readyz")
+            assert status == 503 and "stream public.b stopped" in body, (status, body)
+            assert get(port, "/healthz")[0] == 200
+            assert proc.poll() is None, log.read_text()[-3000:]
+        finally:
+            rc = stop_process(proc, signal.SIGTERM, timeout=60)
+        assert rc == 3, log.read_text()[-3000:]  # a stream stopped: exit code 3
+        with pytest.raises(OSError):
+            get(port, "/healthz")  # the server ends with the run
+
+
+def test_metrics_bad_address(pg, pg_db, firn_bin, tmp_path):
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    busy = held.getsockname()[1]
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, ["a"], source={"slot": pg_db, "publication": pg_db})
+    cases = [("localhost", "expected HOST:PORT"),
+             ("127.0.0.1:65536", "the port must be a number 0-65535"),
+             ("127.0.0.1:http", "the port must be a number 0-65535"),
+             ("::1:9187", "an IPv6 address goes in brackets"),
+             (f"127.0.0.1:{busy}", "cannot listen there: Address already in use"),
+             ("192.0.2.1:9187", "cannot listen there: Cannot assign requested address")]
+    try:
+        for addr, why in cases:
+            r = subprocess.run([str(firn_bin), "sync", *fe.sync_args, "--follow",
+                                "--metrics-listen", addr], capture_output=True, text=True,
+                               env=fe.env(), timeout=60)
+            errors = [ln for ln in r.stderr.splitlines() if "level=error" in ln or
+                      ln.startswith("firn:")]
+            assert r.returncode == 2, (addr, r.returncode, r.stderr)
+            assert len(errors) == 1 and why in errors[0] and "--metrics-listen" in errors[0], \
+                (addr, r.stderr)
+            assert addr.replace('"', "") in errors[0], errors[0]
+    finally:
+        held.close()
+    # Nothing was created: no catalog, no state lock, no slot, no publication.
+    assert not fe.catalog_db.exists()
+    assert not list(fe.root.glob("*.lock"))
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s",
+                            (pg_db,)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
+
+
+def test_metrics_listen_config_key(pg, pg_db, firn_bin, tmp_path):
+    """destination.json's metrics_listen: checked at load (exit 2 naming the key), served when
+    --metrics-listen is not given."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE a (id int PRIMARY KEY, v text); INSERT INTO a VALUES (1, 'x')")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.setup(pg, ["a"], destination={"metrics_listen": "9187"})
+    r = fe.run("sync", *fe.sync_args, check=False)
+    assert r.returncode == 2, r.stderr
+    assert "metrics_listen" in r.stderr and "expected HOST:PORT" in r.stderr, r.stderr
+    port = free_port()
+    fe.write_destination(0.5, metrics_listen=f"127.0.0.1:{port}")
+    proc = fe.start_follow()
+    try:
+        fams = wait_for(lambda: scrape_when(port, "firn_rows_written_total", 1, stream="public.a",
+                                            table="e2e.a"), 90, interval=0.3,
+                        what="the copy's metrics on metrics_listen")
+        assert value(fams, "firn_commits_total", result="ok", stream="public.a",
+                     table="e2e.a") == 1
+        assert get(port, "/healthz")[1:] == ("text/plain; charset=utf-8", "ok\n")
+    finally:
+        rc = stop_process(proc, signal.SIGTERM, timeout=60)
+    assert rc == 0, (fe.root / "follow.log").read_text()[-3000:]
