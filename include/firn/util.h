@@ -325,6 +325,20 @@ int64_t firn_monotonic_ns(void);
 /** Sleeps ms milliseconds (<= 0: returns at once), resuming after a signal interrupts it.
  * Thread-safe. */
 void firn_sleep_ms(long ms);
+
+/** What the operating system tells of this process (Linux /proc; a figure it cannot read is
+ * -1). */
+typedef struct firn_process_stats {
+    double cpu_seconds;     /* user + system CPU time of every thread */
+    int64_t resident_bytes; /* resident set size */
+    int64_t virtual_bytes;  /* virtual memory size */
+    int64_t open_fds;       /* open file descriptors */
+    int64_t max_fds;        /* the soft limit of open file descriptors */
+    double start_time_secs; /* when the process started, seconds since the Unix epoch */
+} firn_process_stats;
+
+/** Fills *out for the calling process. Never fails (see firn_process_stats). Thread-safe. */
+void firn_process_stats_get(firn_process_stats *out);
 /** Fills out[16] with a random (version 4) UUID from the OS random source. */
 void firn_uuid_v4(uint8_t out[16]);
 /** Formats a 16-byte UUID as 36 lower-case characters plus NUL into out[37]. */

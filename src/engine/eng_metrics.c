@@ -8,7 +8,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #define PUBLISH_EVERY_NS 1000000000LL
 
@@ -345,6 +344,39 @@ bool firn__metrics_ready(firn__metrics *m, char *why, size_t cap)
     return ready;
 }
 
+/* Prometheus' standard process metrics (names and meanings of the client libraries). */
+static firn_rc render_os(firn_buf *out)
+{
+    firn_process_stats p;
+    firn_process_stats_get(&p);
+    if (p.cpu_seconds >= 0) {
+        FIRN_TRY(family(out, "process_cpu_seconds_total", "counter",
+                        "Total user and system CPU time spent in seconds"));
+        FIRN_TRY(firn_buf_appendf(out, "process_cpu_seconds_total %.6f\n", p.cpu_seconds));
+    }
+    const struct {
+        const char *name, *help;
+        int64_t v;
+    } gauges[] = {
+        {"process_resident_memory_bytes", "Resident memory size in bytes", p.resident_bytes},
+        {"process_virtual_memory_bytes", "Virtual memory size in bytes", p.virtual_bytes},
+        {"process_open_fds", "Number of open file descriptors", p.open_fds},
+        {"process_max_fds", "Maximum number of open file descriptors", p.max_fds},
+    };
+    for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
+        if (gauges[i].v < 0)
+            continue;
+        FIRN_TRY(family(out, gauges[i].name, "gauge", gauges[i].help));
+        FIRN_TRY(firn_buf_appendf(out, "%s %lld\n", gauges[i].name, (long long)gauges[i].v));
+    }
+    if (p.start_time_secs >= 0) {
+        FIRN_TRY(family(out, "process_start_time_seconds", "gauge",
+                        "Start time of the process since unix epoch in seconds"));
+        FIRN_TRY(firn_buf_appendf(out, "process_start_time_seconds %.2f\n", p.start_time_secs));
+    }
+    return FIRN_OK;
+}
+
 static firn_rc render_process(firn_buf *out, const firn__metrics *m)
 {
     char why[256];
@@ -354,14 +386,7 @@ static firn_rc render_process(firn_buf *out, const firn__metrics *m)
     FIRN_TRY(family(out, "firn_start_time_seconds", "gauge",
                     "When this sync started, in seconds since the Unix epoch"));
     FIRN_TRY(firn_buf_appendf(out, "firn_start_time_seconds %.6f\n", (double)m->start_us / 1e6));
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) == 0) {
-        FIRN_TRY(family(out, "process_cpu_seconds_total", "counter",
-                        "User and system CPU time of the process, in seconds"));
-        double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-                     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-        FIRN_TRY(firn_buf_appendf(out, "process_cpu_seconds_total %.6f\n", cpu));
-    }
+    FIRN_TRY(render_os(out));
     FIRN_TRY(family(out, "firn_memory_bytes", "gauge",
                     "Bytes firn's allocator holds (buffers, indexes; stats.json memory_bytes)"));
     FIRN_TRY(

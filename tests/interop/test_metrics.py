@@ -20,6 +20,7 @@ import urllib.request
 import pytest
 
 from firnutil import FirnEnv, stop_process, wait_for
+from test_engine_pg_restart import own_cluster, pg_ctl  # noqa: F401 (a fixture)
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\\\|\\"|\\n)*"'
@@ -171,6 +172,11 @@ def test_metrics_follow(pg, pg_db, firn_bin, tmp_path):
             fams = wait_for(lambda: scrape_when(port, "firn_source_connected", 1), 30,
                             interval=0.2, what="firn_source_connected 1")
             assert value(fams, "firn_build_info", version=version) == 1
+            assert value(fams, "process_resident_memory_bytes") > 1 << 20
+            assert value(fams, "process_open_fds") > 3  # stdio, the listening socket, ...
+            start = value(fams, "firn_start_time_seconds")
+            assert start - 60 < value(fams, "process_start_time_seconds") <= start + 0.01
+            assert value(fams, "process_cpu_seconds_total") > 0
             a = {"stream": "public.a", "table": "e2e.a"}
             b = {"stream": "public.b", "table": "e2e.b"}
             assert value(fams, "firn_rows_written_total", **a) == 300
@@ -322,3 +328,45 @@ def test_metrics_listen_config_key(pg, pg_db, firn_bin, tmp_path):
     finally:
         rc = stop_process(proc, signal.SIGTERM, timeout=60)
     assert rc == 0, (fe.root / "follow.log").read_text()[-3000:]
+
+
+def test_metrics_reconnect(own_cluster, firn_bin, tmp_path):
+    """The source down under --follow: not ready (not reading the source) while firn waits to
+    reconnect, alive all along; back up: one reconnect counted, ready again, changes counted."""
+    pg, root = own_cluster
+    port = free_port()
+    with pg.connect() as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text); "
+                     "INSERT INTO t SELECT g, 'x' FROM generate_series(1, 50) g")
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg.dbname)
+    fe.setup(pg, ["t"], interval_s=0.5)
+    proc = fe.start_follow(None, None, "--metrics-listen", f"127.0.0.1:{port}")
+    log = fe.root / "follow.log"
+    t = {"stream": "public.t", "table": "e2e.t"}
+    try:
+        wait_for(lambda: scrape_when(port, "firn_source_connected", 1), 90, interval=0.2,
+                 what="firn to read the source")
+        wait_for(lambda: get(port, "/readyz")[0] == 200, 30, interval=0.2, what="ready")
+        assert value(scrape(port), "firn_rows_written_total", **t) == 50
+        pg_ctl(root, pg.port, "-m", "fast", "stop")
+        fams = wait_for(lambda: scrape_when(port, "firn_source_connected", 0), 60, interval=0.2,
+                        what="the lost source to show")
+        assert value(fams, "firn_ready") == 0
+        assert value(fams, "firn_source_reconnects_total") == 0
+        status, _, body = get(port, "/readyz")
+        assert status == 503 and "not reading the source (phase reconnecting)" in body, body
+        assert alive(port)
+        pg_ctl(root, pg.port, "start")
+        wait_for(lambda: scrape_when(port, "firn_source_reconnects_total", 1), 90, interval=0.3,
+                 what="the reconnect to be counted")
+        wait_for(lambda: get(port, "/readyz")[0] == 200, 30, interval=0.2, what="ready again")
+        with pg.connect() as conn:
+            conn.execute("INSERT INTO t SELECT g, 'y' FROM generate_series(51, 60) g")
+        fams = wait_for(lambda: scrape_when(port, "firn_rows_written_total", 60, **t), 60,
+                        interval=0.3, what="the changes after the reconnect")
+        assert value(fams, "firn_source_changes_total", op="insert", **t) == 10
+        assert value(fams, "firn_source_connected") == 1
+        assert proc.poll() is None, log.read_text()[-3000:]
+    finally:
+        rc = stop_process(proc, signal.SIGTERM, timeout=60)
+    assert rc == 0, log.read_text()[-3000:]
