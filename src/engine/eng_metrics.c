@@ -6,6 +6,7 @@
 #include "cfg_int.h"
 #include "engine_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +51,8 @@ struct firn__metrics {
     double hist_sum;
     metrics_table *tables;
     size_t n_tables;
-    int64_t publish_ns; /* the engine's last publish (monotonic) */
+    _Atomic int64_t publish_ns; /* the engine's last publish (monotonic): backfill workers
+                                 * publish too, under the copy's commit lock */
 };
 
 firn__metrics *firn__metrics_new(int64_t start_us)
@@ -100,7 +102,7 @@ void firn__metrics_publish(firn__engine *e, const char *phase)
     firn__metrics *m = e->metrics;
     if (!m)
         return;
-    m->publish_ns = firn_monotonic_ns();
+    atomic_store_explicit(&m->publish_ns, firn_monotonic_ns(), memory_order_relaxed);
     pthread_mutex_lock(&m->mu);
     if (phase)
         m->phase = phase;
@@ -134,7 +136,10 @@ void firn__metrics_publish(firn__engine *e, const char *phase)
 
 void firn__metrics_tick(firn__engine *e)
 {
-    if (e->metrics && firn_monotonic_ns() - e->metrics->publish_ns >= PUBLISH_EVERY_NS)
+    if (!e->metrics)
+        return;
+    const int64_t last = atomic_load_explicit(&e->metrics->publish_ns, memory_order_relaxed);
+    if (firn_monotonic_ns() - last >= PUBLISH_EVERY_NS)
         firn__metrics_publish(e, "cdc");
 }
 

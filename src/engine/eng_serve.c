@@ -193,8 +193,9 @@ firn_rc firn__metrics_serve(firn__metrics *m,
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &block, &old);
+    /* epoll or poll, never select: a busy firn may hold descriptors past FD_SETSIZE. */
     s->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
+        MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET,
         (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)SERVE_CONNECTIONS,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SERVE_TIMEOUT_SECS, MHD_OPTION_END);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
