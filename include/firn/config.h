@@ -226,6 +226,18 @@ typedef struct firn_commit_policy {
     uint64_t max_bytes;  /* buffered bytes, default 64 MiB; 0 in a stream = default */
 } firn_commit_policy;
 
+/** Table maintenance while ingesting (docs/maintenance.md). Iceberg's table properties
+ * history.expire.max-snapshot-age-ms, history.expire.min-snapshots-to-keep and
+ * history.expire.max-ref-age-ms take precedence over these defaults. */
+typedef struct firn_maintenance_config {
+    bool expire_snapshots;         /* default true */
+    int64_t snapshot_max_age_ms;   /* default 86400000 (1 day) */
+    int64_t min_snapshots_to_keep; /* default 10 */
+    uint64_t max_metadata_bytes;   /* metadata JSON budget per table; 0 = default: 900 KiB when
+                                    * the catalog is BigLake (it refuses metadata over 1 MB),
+                                    * else 4 MiB */
+} firn_maintenance_config;
+
 /** The Iceberg side. */
 typedef struct firn_destination_config {
     int type; /* "iceberg" (OLake "ICEBERG"), the only kind */
@@ -246,6 +258,7 @@ typedef struct firn_destination_config {
     bool identifier_fields;     /* default true (OLake no_identifier_fields inverts) */
     bool metadata_columns;      /* add _firn_op, _firn_lsn, ... columns; default true */
     firn_commit_policy commit;
+    firn_maintenance_config maintenance;
     uint64_t memory_limit_bytes;       /* process budget for buffers, default 1 GiB */
     uint64_t index_memory_limit_bytes; /* resident budget of the key indexes, default 128 MiB */
     char *index_dir; /* local folder of key-index runs; NULL: $XDG_CACHE_HOME/firn, ~/.cache/firn,

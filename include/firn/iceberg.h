@@ -479,4 +479,56 @@ FIRN_MUST_CHECK firn_rc firn_schema_promote(const firn_schema *base,
                                             firn_schema **out,
                                             firn_err *err);
 
+/* ------------------------------------------------------------------------------------------------
+ * Snapshot expiry (spec "Snapshot Retention Policy"; Iceberg Java RemoveSnapshots)
+ * ----------------------------------------------------------------------------------------------*/
+
+/** Table-wide retention; a ref's own min-snapshots-to-keep, max-snapshot-age-ms and
+ * max-ref-age-ms win over these. */
+typedef struct firn_expire_policy {
+    int64_t max_snapshot_age_ms;   /* branch ancestors older than now - this may expire */
+    int64_t min_snapshots_to_keep; /* each branch keeps at least this many ancestors (>= 1) */
+    int64_t max_ref_age_ms;        /* refs other than main older than this are removed; -1: never */
+    size_t max_main_snapshots;     /* metadata budget: main keeps at most this many ancestors,
+                                    * overriding min_snapshots_to_keep and the age (0: no cap) */
+    int64_t protect_snapshot_id;   /* main keeps its ancestors down to this one whatever the
+                                    * rules say (firn's resume position); -1: none */
+} firn_expire_policy;
+
+/** Fills p from md's properties history.expire.max-snapshot-age-ms,
+ * history.expire.min-snapshots-to-keep and history.expire.max-ref-age-ms, taking def_age_ms,
+ * def_min_keep and -1 (never) where a property is absent or not a positive integer. Sets no cap
+ * and no protected snapshot. */
+void firn_expire_policy_from_table(const firn_table_metadata *md,
+                                   int64_t def_age_ms,
+                                   int64_t def_min_keep,
+                                   firn_expire_policy *p);
+
+/** What an expiry removes. Owned; free with firn_expire_plan_deinit. */
+typedef struct firn_expire_plan {
+    int64_t *expired; /* snapshot ids to remove, in md's order */
+    size_t n_expired;
+    char **removed_refs; /* refs whose max-ref-age passed (never "main") */
+    size_t n_removed_refs;
+    size_t n_retained; /* snapshots kept */
+} firn_expire_plan;
+
+/** Computes which snapshots of md expire at now_ms (milliseconds since the epoch) the way Java's
+ * RemoveSnapshots does: refs past their max-ref-age are removed (main never); each remaining
+ * branch keeps its ancestors while fewer than its min-snapshots-to-keep are kept or they are not
+ * older than its max-snapshot-age; each tag keeps its snapshot; a snapshot no ref reaches is kept
+ * while it is younger than the table's max age (expired at once under a max_main_snapshots cap);
+ * the rest expires. The current snapshot never expires. out is initialized here. Thread-safe. */
+void firn_expire_plan_make(const firn_table_metadata *md,
+                           const firn_expire_policy *p,
+                           int64_t now_ms,
+                           firn_expire_plan *out);
+/** Frees what plan owns (NULL accepted). */
+void firn_expire_plan_deinit(firn_expire_plan *plan);
+/** True when every snapshot of md is an ancestor of main's head and main is the only ref (or
+ * there are no refs): then a file of an expired snapshot that any retained one references is
+ * referenced by the oldest retained ancestor (writers carry manifests and files forward and
+ * never bring a removed one back). */
+bool firn_table_metadata_single_lineage(const firn_table_metadata *md);
+
 #endif

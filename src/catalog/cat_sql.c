@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #define METADATA_MAX_BYTES (64u * 1024u * 1024u)
@@ -625,6 +626,31 @@ static bool wants_create(const firn_table_changes *changes)
     return false;
 }
 
+/* write.metadata.delete-after-commit.enabled (Java CatalogUtil.deleteRemovedMetadataFiles): the
+ * metadata files base's metadata log named that md's no longer names are deleted once md is
+ * published. Best effort: a file that cannot be deleted stays (an orphan), the commit stands. */
+static void delete_dropped_metadata(sql_catalog *c,
+                                    const firn_table_metadata *base,
+                                    const firn_table_metadata *md)
+{
+    const char *on = firn_props_get(&md->properties, "write.metadata.delete-after-commit.enabled");
+    if (!on || strcasecmp(on, "true") != 0)
+        return;
+    for (size_t i = 0; i < base->n_metadata_log; i++) {
+        const char *f = base->metadata_log[i].metadata_file;
+        bool kept = false;
+        for (size_t k = 0; k < md->n_metadata_log && !kept; k++)
+            kept = strcmp(md->metadata_log[k].metadata_file, f) == 0;
+        if (kept)
+            continue;
+        firn_err derr = {0};
+        firn_rc rc = firn_io_remove(c->io, f, &derr);
+        if (rc && rc != FIRN_ERR_NOT_FOUND)
+            FIRN_LOG(FIRN_LOG_DEBUG, "catalog", "old metadata file %s not deleted: %s", f,
+                     derr.msg);
+    }
+}
+
 static firn_rc sql_commit(firn_catalog *base,
                           const char *ns,
                           const char *name,
@@ -652,6 +678,8 @@ static firn_rc sql_commit(firn_catalog *base,
     }
     if (!rc)
         rc = publish(c, ns, name, md, cur.metadata_location, &out->metadata_location, err);
+    if (!rc && cur.metadata)
+        delete_dropped_metadata(c, cur.metadata, md);
     firn_catalog_table_deinit(&cur);
     if (rc) {
         firn_table_metadata_free(md);

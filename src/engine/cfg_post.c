@@ -433,6 +433,9 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->persist_key_index_interval_ms = 600 * 1000;
     d->compact_small_files = 8;
     d->compact_delete_percent = 20;
+    d->maintenance.expire_snapshots = true;
+    d->maintenance.snapshot_max_age_ms = 86400 * 1000;
+    d->maintenance.min_snapshots_to_keep = 10;
 }
 
 /* Drops the empty and "." segments of absolute path p and resolves its ".." segments, in place

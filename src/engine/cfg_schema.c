@@ -345,6 +345,28 @@ static const cfg_node n_dest_commit = {
     .props = p_dest_commit,
     .desc = "commit policy of every table: whichever limit comes first"};
 
+static const cfg_node n_snapshot_age = {
+    .type = CFG_SECONDS, .min = 0, .max = 31536000 * 10, .def = "86400"};
+static const cfg_node n_min_snapshots = {.type = CFG_INT, .min = 1, .max = 1000000, .def = "10"};
+static const cfg_prop p_maintenance[] = {
+    {"expire_snapshots", &n_bool, DST(maintenance.expire_snapshots), 0, NULL,
+     "expire old snapshots and delete the files only they reference (default true)"},
+    {"snapshot_max_age_seconds", &n_snapshot_age, DST(maintenance.snapshot_max_age_ms), 0, NULL,
+     "keep snapshots younger than this (default 86400; the table property "
+     "history.expire.max-snapshot-age-ms wins)"},
+    {"min_snapshots_to_keep", &n_min_snapshots, DST(maintenance.min_snapshots_to_keep), 0, NULL,
+     "keep at least this many snapshots of each branch (default 10; the table property "
+     "history.expire.min-snapshots-to-keep wins)"},
+    {"max_metadata_size", &n_size, DST(maintenance.max_metadata_bytes), 0, NULL,
+     "budget of a table's metadata JSON: expiry keeps it below (default 900KiB on BigLake, "
+     "else 4MiB)"},
+    {NULL, NULL, 0, 0, NULL, NULL},
+};
+static const cfg_node n_maintenance = {
+    .type = CFG_OBJECT,
+    .props = p_maintenance,
+    .desc = "table maintenance while ingesting: snapshot expiry and the metadata budget"};
+
 static const cfg_enum_value v_log_format[] = {
     {"logfmt", 0, NULL},
     {"json", 1, NULL},
@@ -437,6 +459,7 @@ static const cfg_prop p_destination[] = {
     {"metadata_columns", &n_bool, DST(metadata_columns), 0, NULL,
      "add the _firn_ metadata columns (default true)"},
     {"commit", &n_dest_commit, 0, 0, NULL, NULL},
+    {"maintenance", &n_maintenance, 0, 0, NULL, NULL},
     {"memory_limit", &n_size, DST(memory_limit_bytes), 0, NULL,
      "memory budget for buffered changes (default 1GiB)"},
     {"index_memory_limit", &n_size, DST(index_memory_limit_bytes), 0, NULL,

@@ -333,6 +333,8 @@ static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_e
     }
     if (t->index_ref && t->upsert)
         firn_summary_set(&keys, FIRN_SUMMARY_KEY_INDEX, t->index_ref);
+    if (t->cdc && !t->needs_backfill)
+        firn_summary_set(&keys, FIRN_SUMMARY_COPY, "done");
     firn_summary_set(&keys, "engine-name", "firn");
     firn_summary_set(&keys, "engine-version", FIRN_VERSION);
     q.extra = &keys;
@@ -757,5 +759,7 @@ firn__table_flush_extra(firn__table *t, uint64_t lsn, const firn_summary *extra,
     }
     if (rc == FIRN_OK && t->upsert && !t->eqdel)
         rc = firn__compact_maybe(t, err);
+    if (rc == FIRN_OK)
+        rc = firn__expire_maybe(t, err);
     return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
 }

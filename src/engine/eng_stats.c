@@ -164,6 +164,9 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
     json_object_set_new(o, "changes_read", json_integer((json_int_t)changes));
     json_object_set_new(o, "commits", json_integer((json_int_t)t->commits));
     json_object_set_new(o, "values_replaced", replaced_json(t, &copied));
+    json_object_set_new(o, "snapshots_expired", json_integer((json_int_t)t->snapshots_expired));
+    if (t->metadata_bytes) /* as expiry last measured it */
+        json_object_set_new(o, "metadata_bytes", json_integer((json_int_t)t->metadata_bytes));
     if (t->cdc && !t->needs_backfill && t->buf) {
         json_object_set_new(o, "buffered_changes",
                             json_integer((json_int_t)firn_batch_rows(t->buf)));

@@ -1235,6 +1235,24 @@ static firn_rc lock_state(const firn_config *cfg, int *fd_out, firn_err *err)
     return FIRN_OK;
 }
 
+/* The end of a run: each table that committed gets the expiry its commits did not reach yet
+ * (firn__expire_maybe plans every 16th commit). */
+static void expire_at_end(firn__engine *e)
+{
+    if (!e->cfg->destination.maintenance.expire_snapshots)
+        return;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (t->commits == 0 || t->needs_backfill || t->halted || t->missing)
+            continue;
+        firn__expire_result res;
+        firn_err lerr = {0};
+        if (firn__expire_run(t, false, &res, &lerr) != FIRN_OK)
+            FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": snapshot expiry skipped: %s",
+                     t->display, lerr.msg);
+    }
+}
+
 /* --metrics-listen, else the destination's metrics_listen: the registry and its server (both
  * NULL without either). */
 static firn_rc start_metrics(const firn_config *cfg,
@@ -1301,6 +1319,8 @@ static firn_rc sync_run(const firn_config *cfg,
     else if (rc == FIRN_OK && backfill)
         rc = backfill_without_slot(&e, err);
     bool stopped = rc == FIRN_OK && e.halt.code; /* a stopped stream outside CDC (no slot) */
+    if (rc == FIRN_OK)
+        expire_at_end(&e);
     if (rc == FIRN_OK || rc == FIRN_ERR_CANCELLED) {
         refresh_state(&e);
         firn_rc src = firn__engine_save_state(&e, err);

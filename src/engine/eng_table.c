@@ -220,6 +220,9 @@ static void table_properties(const firn__table *t, firn_props *props)
     firn_props_set(props, "write.delete.mode", "merge-on-read");
     firn_props_set(props, "write.update.mode", "merge-on-read");
     firn_props_set(props, "write.merge.mode", "merge-on-read");
+    /* Old metadata files beyond write.metadata.previous-versions-max (100) are deleted: a
+     * stream commits often, and each file holds the whole table history (docs/maintenance.md). */
+    firn_props_set(props, "write.metadata.delete-after-commit.enabled", "true");
     firn_props_set(props, "firn.source", t->pg->qualified);
     firn_props_set(props, "firn.mode", t->upsert ? "upsert" : "append");
     if (t->eqdel)
@@ -417,6 +420,14 @@ bool firn__table_written(const firn_table_metadata *md)
     return firn_table_metadata_current_snapshot(md) || empty_backfill_marked(md);
 }
 
+/* A commit made after the initial copy was complete (FIRN_SUMMARY_COPY): it stands for the
+ * "done" marker, which may belong to an expired snapshot. */
+static bool copy_marked(const firn_snapshot *s)
+{
+    const char *v = firn_props_get(&s->summary, FIRN_SUMMARY_COPY);
+    return v && strcmp(v, "done") == 0;
+}
+
 /* The newest backfill marker of the main branch is "done" (read_progress's rule). */
 static bool copy_done(const firn_table_metadata *md)
 {
@@ -428,6 +439,8 @@ static bool copy_done(const firn_table_metadata *md)
         const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);
         if (bf)
             return strcmp(bf, "done") == 0;
+        if (copy_marked(s))
+            return true;
     }
     return false;
 }
@@ -735,6 +748,8 @@ static void read_progress(firn__table *t, bool *backfill_done)
             have_lsn = true;
         }
         const char *bf = firn_props_get(&s->summary, FIRN_SUMMARY_BACKFILL);
+        if (!bf && copy_marked(s))
+            bf = "done";
         if (bf && strcmp(bf, "done") == 0 && !partial) {
             *backfill_done = true;
             break;

@@ -349,6 +349,9 @@ FIRN_MUST_CHECK firn_rc firn__write_position_deletes(const firn__write_ctx *w,
 /* Location of the newest key index manifest persisted next to an upsert table when the commit
  * was made (docs/internals/pkindex.md "Persistence"): a start catches it up from its snapshot. */
 #define FIRN_SUMMARY_KEY_INDEX "firn.key-index"
+/* "done" on every commit of a CDC table whose initial copy is complete: the resume state then
+ * survives the expiry of the snapshot that carried firn.backfill=done (eng_expire.c). */
+#define FIRN_SUMMARY_COPY "firn.copy"
 
 typedef struct firn__engine firn__engine;
 
@@ -461,8 +464,12 @@ typedef struct firn__table {
                               out: CDC drops their values (eng_columns.c) */
     size_t metrics_slot;   /* 1 + its entry in the engine's metrics, 0: none yet (guarded by
                               the metrics' lock) */
-    firn_strlist rename_from; /* columns renamed on the source (old names) and their new names: */
-    firn_strlist rename_to;   /* the next schema commit renames the Iceberg fields (same ids) */
+    firn_strlist rename_from;   /* columns renamed on the source (old names) and their new names: */
+    firn_strlist rename_to;     /* the next schema commit renames the Iceberg fields (same ids) */
+    uint32_t expire_commits;    /* commits since expiry last planned (eng_expire.c) */
+    bool metadata_warned;       /* the metadata-budget warning was logged in this run */
+    size_t metadata_bytes;      /* metadata JSON size when expiry last measured it (0: not yet) */
+    uint64_t snapshots_expired; /* by this run (stats file) */
 } firn__table;
 
 struct firn__engine {
@@ -1160,5 +1167,40 @@ void firn__engine_note_commit(firn__engine *e, firn__table *t);
  * bad folder is a configuration error before anything is copied. FIRN_ERR_CONFIG naming the key
  * and the folder; FIRN_OK when index_dir is not set. */
 firn_rc firn__engine_check_index_dir(const firn_destination_config *d, firn_err *err);
+
+/* ---- snapshot expiry (eng_expire.c, docs/maintenance.md) ---------------------------------- */
+
+/** What one expiry did. */
+typedef struct firn__expire_result {
+    size_t expired;           /* snapshots removed */
+    size_t refs_removed;      /* refs past their max-ref-age removed */
+    size_t retained;          /* snapshots left */
+    size_t lists_deleted;     /* manifest lists deleted */
+    size_t manifests_deleted; /* manifests deleted */
+    size_t files_deleted;     /* data, delete and Puffin files deleted */
+    size_t delete_failures;   /* files that could not be deleted (left as orphans) */
+    size_t metadata_bytes;    /* metadata JSON size after the expiry */
+} firn__expire_result;
+
+/** The metadata budget of a table of destination d in bytes: maintenance.max_metadata_size,
+ * else 900 KiB for a BigLake catalog (REST URI at biglake.googleapis.com or a bl:// warehouse),
+ * else 4 MiB. */
+uint64_t firn__metadata_budget(const firn_destination_config *d);
+/** Expires t's snapshots now: the plan of firn_expire_plan_make with t's retention (table
+ * properties, else the destination's maintenance block), main kept down to firn's newest
+ * snapshot, tightened while the metadata JSON is over 70 % of the budget (one WARN per run);
+ * committed through the catalog with firn__table_meta_commit (conflicts plan again), then the
+ * files only expired snapshots referenced are deleted (failures are logged and left as
+ * orphans). Without force, nothing happens unless 16 snapshots or more expire or the budget
+ * asks. One INFO line per expiry commit. Fills *res. Catalog errors of the commit; t->cat is
+ * the table's metadata afterwards. */
+FIRN_MUST_CHECK firn_rc firn__expire_run(firn__table *t,
+                                         bool force,
+                                         firn__expire_result *res,
+                                         firn_err *err);
+/** Called after each commit of t: every 16th commit runs firn__expire_run (when
+ * maintenance.expire_snapshots is on and t is not copying or stopped). An expiry that fails
+ * is logged (WARN) and left for the next time: always FIRN_OK (err untouched). */
+FIRN_MUST_CHECK firn_rc firn__expire_maybe(firn__table *t, firn_err *err);
 
 #endif

@@ -338,8 +338,27 @@ static bool in_ids(const int64_t *ids, size_t n, int64_t id)
     return false;
 }
 
+/* Drops the statistics and partition statistics entries of removed snapshots (Java
+ * TableMetadata.Builder.removeSnapshots does the same). */
+static void remove_statistics(firn_table_metadata *md, const firn_table_update *u)
+{
+    static const char *const members[] = {"statistics", "partition-statistics"};
+    for (size_t m = 0; md->extra && m < 2; m++) {
+        json_t *arr = json_object_get(md->extra, members[m]);
+        if (!json_is_array(arr))
+            continue;
+        for (size_t i = json_array_size(arr); i-- > 0;) {
+            json_t *id = json_object_get(json_array_get(arr, i), "snapshot-id");
+            if (json_is_integer(id) &&
+                in_ids(u->snapshot_ids, u->n_snapshot_ids, (int64_t)json_integer_value(id)))
+                json_array_remove(arr, i);
+        }
+    }
+}
+
 static void remove_snapshots(apply_state *st, const firn_table_update *u)
 {
+    remove_statistics(st->md, u);
     firn_table_metadata *md = st->md;
     size_t keep = 0;
     for (size_t i = 0; i < md->n_snapshots; i++) {

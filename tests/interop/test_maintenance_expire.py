@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Snapshot expiry inside firn's committer (issue 32 items 1 and 2, eng_expire.c,
+docs/maintenance.md).
+
+- Catch-up runs with changes each commit a snapshot; with `maintenance.min_snapshots_to_keep`
+  small and `snapshot_max_age_seconds` 0, the history stays bounded, the table property
+  history.expire.min-snapshots-to-keep wins over the destination default, and the files only
+  expired snapshots referenced are deleted: every Parquet/Avro file left in the table's folder is
+  referenced by a retained snapshot, every retained snapshot reads back by time travel, the rows
+  equal PostgreSQL in pyiceberg and DuckDB, and a run after the snapshot of the initial copy
+  expired resumes from its position (no second copy).
+- Under `--follow`, a metadata budget (`max_metadata_size`) keeps the metadata JSON below it
+  although the age and count rules keep everything, with one warning naming the table and the
+  setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from firnsync import summary_of
+from firnutil import stop_process, wait_for
+from sparkutil import duckdb_rows, pyiceberg_rows, uri_to_path
+
+SETUP = [
+    "CREATE TABLE acct (id int PRIMARY KEY, v text, n int)",
+    "INSERT INTO acct SELECT g, 'v' || g, g FROM generate_series(1, 300) g",
+]
+COLS = ["id", "v", "n"]
+
+
+def change_round(job, k: int) -> None:
+    job.sql(f"UPDATE acct SET v = 'r{k}-' || id, n = n + {k} WHERE id % 7 = {k % 7}",
+            f"DELETE FROM acct WHERE id = {10 + k}",
+            f"INSERT INTO acct VALUES ({1000 + k}, 'new{k}', {k})")
+
+
+def check_rows(job) -> None:
+    want = job.source_rows("SELECT id, v, n FROM acct")
+    for reader in (pyiceberg_rows, duckdb_rows):
+        assert reader(job.loc, job.table("acct"), COLS) == want, reader.__name__
+
+
+def referenced_files(tbl) -> set[str]:
+    """Manifest lists, manifests and data/delete files (live or deleted entries) of every
+    snapshot the metadata keeps, as local paths."""
+    out: set[str] = set()
+    for snap in tbl.metadata.snapshots:
+        out.add(uri_to_path(snap.manifest_list))
+        for m in snap.manifests(tbl.io):
+            out.add(uri_to_path(m.manifest_path))
+            for e in m.fetch_manifest_entry(tbl.io, discard_deleted=False):
+                out.add(uri_to_path(e.data_file.file_path))
+    return out
+
+
+def files_on_disk(table_dir: Path) -> set[str]:
+    keep = (".parquet", ".avro", ".puffin")
+    return {str(p) for p in table_dir.rglob("*")
+            if p.is_file() and p.name.endswith(keep) and "firn-index" not in p.parts}
+
+
+def test_catch_up_runs_expire_and_delete_only_unreferenced_files(firn_job):
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP,
+                   destination_extra={
+                       "format_version": 2, "compact_small_files": 4,
+                       "maintenance": {"min_snapshots_to_keep": 2, "snapshot_max_age_seconds": 0},
+                       "table_properties": {"history.expire.min-snapshots-to-keep": "4"}})
+    job.sync()
+    tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+    first = tbl.metadata.current_snapshot_id
+    assert summary_of(tbl.metadata.snapshot_by_id(first)).get("firn.backfill") == "done"
+    expired_logs = []
+    for k in range(1, 23):
+        change_round(job, k)
+        proc = job.sync()
+        expired_logs += [ln for ln in proc.stderr.splitlines() if "expired " in ln]
+    assert expired_logs, "no expiry in 22 catch-up runs"
+    assert "data and delete files" in expired_logs[0] and "acct" in expired_logs[0]
+
+    tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+    snaps = tbl.metadata.snapshots
+    # the table property (4) wins over the destination's 2; at most a batch (16) more
+    assert 4 <= len(snaps) <= 4 + 16, len(snaps)
+    assert tbl.metadata.snapshot_by_id(first) is None, "the initial copy's snapshot is kept"
+    assert all(summary_of(s).get("firn.backfill") is None for s in snaps)
+    # the log keeps no entry of a removed snapshot
+    ids = {s.snapshot_id for s in snaps}
+    assert all(e.snapshot_id in ids for e in tbl.metadata.snapshot_log)
+    check_rows(job)
+
+    # every retained snapshot reads back (its files exist) and the newest equals the source
+    for s in snaps:
+        tbl.scan(snapshot_id=s.snapshot_id).to_arrow()
+    table_dir = Path(uri_to_path(tbl.metadata.location))
+    on_disk = files_on_disk(table_dir)
+    refs = referenced_files(tbl)
+    missing = {f for f in refs if not os.path.exists(f)}
+    assert not missing, sorted(missing)[:5]
+    orphans = on_disk - refs
+    assert not orphans, sorted(orphans)[:5]
+    # old metadata files beyond write.metadata.previous-versions-max are deleted after commit
+    metas = list((table_dir / "metadata").glob("*.metadata.json"))
+    assert len(metas) <= 101 + 1, len(metas)
+
+    # a run after the initial copy's snapshot expired resumes from its position: no second copy
+    change_round(job, 99)
+    proc = job.sync()
+    tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+    head = summary_of(tbl.metadata.current_snapshot())
+    assert head.get("firn.backfill") is None and head.get("firn.copy") == "done", head
+    assert int(head.get("added-records", "0")) < 100, head  # the round's changes, not a copy
+    check_rows(job)
+
+
+def test_follow_keeps_metadata_under_the_budget(firn_job):
+    budget = 48 * 1024
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP, commit_interval_s=0.2,
+                   destination_extra={
+                       "format_version": 2,
+                       "maintenance": {"min_snapshots_to_keep": 100000,
+                                       "snapshot_max_age_seconds": 86400,
+                                       "max_metadata_size": f"{budget // 1024}KiB"}})
+    cmd = job.sync_command() + ["--follow"]
+    log = (job.workdir / "follow.log").open("w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+    stats_path = job.workdir / "stats.json"
+    try:
+        def expired() -> bool:
+            try:
+                doc = json.loads(stats_path.read_text())
+            except (OSError, ValueError):
+                return False
+            return any(s.get("snapshots_expired", 0) > 0 and s.get("commits", 0) >= 40
+                       for s in doc.get("streams", []))
+
+        k = 0
+        deadline = time.monotonic() + 150
+        while not expired():
+            assert proc.poll() is None, (job.workdir / "follow.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no expiry under the budget"
+            k += 1
+            change_round(job, k)
+            time.sleep(0.25)
+        change_round(job, 500)
+        want = job.source_rows("SELECT id, v, n FROM acct")
+        wait_for(lambda: pyiceberg_rows(job.loc, job.table("acct"), COLS) == want, 60,
+                 what="the last round committed")
+    finally:
+        assert stop_process(proc, signal.SIGTERM) == 0
+        log.close()
+    text = (job.workdir / "follow.log").read_text()
+    warns = [ln for ln in text.splitlines() if "max_metadata_size" in ln]
+    assert len(warns) == 1 and "acct" in warns[0], warns
+    meta = Path(uri_to_path(job.loc.metadata_location(job.table("acct"))))
+    assert meta.stat().st_size < budget, meta.stat().st_size
+    tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+    assert len(tbl.metadata.snapshots) < 40
+    check_rows(job)
