@@ -732,6 +732,7 @@ firn_rc firn__backfill_run(
     pthread_mutex_init(&ctx.mu, NULL);
     pthread_mutex_init(&ctx.commit_mu, NULL);
     tables_init(&ctx, e);
+    firn__metrics_publish(e, "backfill"); /* the first progress report comes 5 s later */
     firn_pg_plan *plan = NULL;
     firn_rc rc = FIRN_OK;
     if (ctx.n_tabs > 0)

@@ -370,3 +370,51 @@ def test_metrics_reconnect(own_cluster, firn_bin, tmp_path):
     finally:
         rc = stop_process(proc, signal.SIGTERM, timeout=60)
     assert rc == 0, log.read_text()[-3000:]
+
+
+GATE = """
+CREATE FUNCTION gate(id int) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+    IF id = 31 THEN  -- waits while the test holds the lock
+        PERFORM pg_advisory_lock_shared(4242);
+        PERFORM pg_advisory_unlock_shared(4242);
+    END IF;
+    RETURN true;
+END $$;
+"""
+
+
+def test_metrics_during_backfill(pg, pg_db, firn_bin, tmp_path):
+    """While the copy runs (held at row 31 by an advisory lock the test holds): reading the
+    source, ready, the copy pending; released: the copy done and its rows counted."""
+    port = free_port()
+    with pg.connect(dbname=pg_db, autocommit=True) as conn, \
+            pg.connect(dbname=pg_db, autocommit=True) as holder:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, v text); "
+                     "INSERT INTO t SELECT g, 'x' FROM generate_series(1, 60) g" + ";" + GATE)
+        holder.execute("SELECT pg_advisory_lock(4242)")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["t"], interval_s=0.5, source={"parallelism": 1, "batch_rows": 4})
+        fe.write_streams([("t", {"filter": "gate(id)"})])
+        proc = fe.start_follow(None, None, "--metrics-listen", f"127.0.0.1:{port}")
+        log = fe.root / "follow.log"
+        t = {"stream": "public.t", "table": "e2e.t"}
+        try:
+            wait_for(lambda: conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 "
+                "AND NOT granted").fetchone()[0] == 1 or proc.poll() is not None, 90,
+                interval=0.2, what="the copy to wait at row 31")
+            assert proc.poll() is None, log.read_text()[-3000:]
+            fams = wait_for(lambda: scrape_when(port, "firn_backfill_pending", 1, **t), 30,
+                            interval=0.2, what="the copy to show")
+            assert value(fams, "firn_source_connected") == 1
+            assert value(fams, "firn_commits_total", result="ok", **t) == 0
+            assert get(port, "/readyz")[:3:2] == (200, "ready\n")
+            holder.execute("SELECT pg_advisory_unlock(4242)")
+            fams = wait_for(lambda: scrape_when(port, "firn_backfill_pending", 0, **t), 60,
+                            interval=0.2, what="the copy to finish")
+            assert value(fams, "firn_rows_written_total", **t) == 60
+            assert value(fams, "firn_commits_total", result="ok", **t) >= 1
+        finally:
+            rc = stop_process(proc, signal.SIGTERM, timeout=60)
+        assert rc == 0, log.read_text()[-3000:]
