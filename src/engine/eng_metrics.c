@@ -398,6 +398,13 @@ static firn_rc render_process(firn_buf *out, const firn__metrics *m)
         firn_buf_appendf(out, "firn_memory_bytes %llu\n", (unsigned long long)m->memory_bytes));
     FIRN_TRY(family(out, "firn_ready", "gauge", "1 when /readyz answers 200, else 0"));
     FIRN_TRY(firn_buf_appendf(out, "firn_ready %d\n", ready ? 1 : 0));
+    static const char *const phases[] = {"starting", "backfill", "cdc",   "reconnecting",
+                                         "finished", "stopped",  "failed"};
+    FIRN_TRY(family(out, "firn_phase", "gauge",
+                    "1 for what the run does now (stats.json phase), 0 for the others"));
+    for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+        FIRN_TRY(firn_buf_appendf(out, "firn_phase{phase=\"%s\"} %d\n", phases[i],
+                                  strcmp(m->phase, phases[i]) == 0));
     FIRN_TRY(family(out, "firn_source_connected", "gauge",
                     "1 while the run reads the source (copying or streaming), 0 while it starts, "
                     "reconnects or has ended"));

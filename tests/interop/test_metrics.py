@@ -169,19 +169,23 @@ def test_metrics_follow(pg, pg_db, firn_bin, tmp_path):
                      what="/healthz to answer")
             wait_for(lambda: b"replication connection open" in log.read_bytes(), 90,
                      what="firn to stream")
-            fams = wait_for(lambda: scrape_when(port, "firn_source_connected", 1), 30,
-                            interval=0.2, what="firn_source_connected 1")
+            a = {"stream": "public.a", "table": "e2e.a"}
+            b = {"stream": "public.b", "table": "e2e.b"}
+
+            def copied():
+                f = scrape_when(port, "firn_source_connected", 1)
+                return f if f and all(value(f, "firn_backfill_pending", **ls) == 0
+                                      for ls in (a, b)) else None
+
+            fams = wait_for(copied, 60, interval=0.2, what="the copy to finish")
             assert value(fams, "firn_build_info", version=version) == 1
             assert value(fams, "process_resident_memory_bytes") > 1 << 20
             assert value(fams, "process_open_fds") > 3  # stdio, the listening socket, ...
             start = value(fams, "firn_start_time_seconds")
             assert start - 60 < value(fams, "process_start_time_seconds") <= start + 0.01
             assert value(fams, "process_cpu_seconds_total") > 0
-            a = {"stream": "public.a", "table": "e2e.a"}
-            b = {"stream": "public.b", "table": "e2e.b"}
             assert value(fams, "firn_rows_written_total", **a) == 300
             assert value(fams, "firn_rows_written_total", **b) == 7
-            assert value(fams, "firn_backfill_pending", **a) == 0
             assert value(fams, "firn_commits_total", result="ok", **a) >= 1
             assert value(fams, "firn_written_bytes_total", content="data", **a) > 0
             assert value(fams, "firn_tables_halted") == 0
@@ -344,13 +348,16 @@ def test_metrics_reconnect(own_cluster, firn_bin, tmp_path):
     log = fe.root / "follow.log"
     t = {"stream": "public.t", "table": "e2e.t"}
     try:
-        wait_for(lambda: scrape_when(port, "firn_source_connected", 1), 90, interval=0.2,
-                 what="firn to read the source")
+        wait_for(lambda: scrape_when(port, "firn_backfill_pending", 0, **t), 90, interval=0.2,
+                 what="the copy to finish")
+        wait_for(lambda: scrape_when(port, "firn_phase", 1, phase="cdc"), 30, interval=0.2,
+                 what="firn to stream")
         wait_for(lambda: get(port, "/readyz")[0] == 200, 30, interval=0.2, what="ready")
         assert value(scrape(port), "firn_rows_written_total", **t) == 50
         pg_ctl(root, pg.port, "-m", "fast", "stop")
-        fams = wait_for(lambda: scrape_when(port, "firn_source_connected", 0), 60, interval=0.2,
-                        what="the lost source to show")
+        fams = wait_for(lambda: scrape_when(port, "firn_phase", 1, phase="reconnecting"), 60,
+                        interval=0.2, what="the lost source to show")
+        assert value(fams, "firn_source_connected") == 0
         assert value(fams, "firn_ready") == 0
         assert value(fams, "firn_source_reconnects_total") == 0
         status, _, body = get(port, "/readyz")
@@ -408,6 +415,8 @@ def test_metrics_during_backfill(pg, pg_db, firn_bin, tmp_path):
             fams = wait_for(lambda: scrape_when(port, "firn_backfill_pending", 1, **t), 30,
                             interval=0.2, what="the copy to show")
             assert value(fams, "firn_source_connected") == 1
+            assert value(fams, "firn_phase", phase="backfill") == 1
+            assert value(fams, "firn_phase", phase="cdc") == 0
             assert value(fams, "firn_commits_total", result="ok", **t) == 0
             assert get(port, "/readyz")[:3:2] == (200, "ready\n")
             holder.execute("SELECT pg_advisory_unlock(4242)")
