@@ -84,8 +84,11 @@ FIRN_MUST_CHECK firn_rc firn_io_size(firn_io *io,
 /** Deletes the object; FIRN_ERR_NOT_FOUND if it does not exist. */
 FIRN_MUST_CHECK firn_rc firn_io_remove(firn_io *io, const char *location, firn_err *err);
 
-/** Converts a local location (path or file:// URI) to a filesystem path into out. Returns
- * FIRN_ERR_INVALID for other schemes or percent-escapes it cannot decode. */
+/** Converts a local location ("/abs", "file:///abs", "file://localhost/abs", "file:/abs") to
+ * the filesystem path into out (out_cap bytes, NUL-terminated): the path part byte for byte, a
+ * '%' included (no percent-decoding, as pyiceberg, DuckDB and Iceberg Java read locations).
+ * Returns FIRN_ERR_INVALID for other schemes or a relative path, FIRN_ERR_TOO_LARGE when the
+ * path does not fit out. */
 FIRN_MUST_CHECK firn_rc firn_io_local_path(const char *location,
                                            char *out,
                                            size_t out_cap,

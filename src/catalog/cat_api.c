@@ -171,8 +171,8 @@ static bool segment_byte_encoded(unsigned char ch, bool dots)
 }
 
 /* Iceberg Java's and pyiceberg's SQL catalogs append the name as it is (so "../x" leaves the
- * warehouse); percent-encoding would not do either, as a file:// location is percent-decoded
- * before it is opened ('%' and '~' are escaped to keep the encoding one-to-one). */
+ * warehouse). Not percent-encoding either, which partition folders use: '~' and two hex digits
+ * ('%' and '~' are escaped to keep the encoding one-to-one). */
 firn_rc firn__cat_append_segment(firn_buf *b, const char *name)
 {
     const bool dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;

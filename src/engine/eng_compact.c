@@ -302,25 +302,45 @@ static firn_rc copy_file(crun *c, uint32_t ord, firn__stream *s, firn_err *err)
     return rc;
 }
 
-/* Writes the live rows of the group's files as new files with the group's partition. */
+/* Writes the live rows of the group's files as new files with the group's partition, in its
+ * partition folder (data/<partition path>, as the files it replaces; the group's files are of
+ * the current spec). */
 static firn_rc
 write_group(crun *c, const cgroup *g, firn_data_file **files, size_t *n_files, firn_err *err)
 {
     firn__table *t = c->t;
-    char data_dir[4096];
-    snprintf(data_dir, sizeof(data_dir), "%s/data", t->cat.metadata->location);
-    firn__write_ctx w = {t->eng->io, data_dir, c->schema, NULL, &t->eng->pq_buffered};
+    const firn_data_file *first_in = &t->files[g->ords[0]];
+    firn_buf dir;
+    firn_buf_init(&dir, 1 << 16);
+    firn_rc rc = firn_buf_appendf(&dir, "%s/data", t->cat.metadata->location);
+    if (!rc && first_in->n_partition)
+        rc = firn_wr_u8(&dir, '/');
+    if (rc) {
+        firn_buf_deinit(&dir);
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "data location is too long");
+    }
+    if (first_in->n_partition)
+        rc = firn_partition_path(firn_table_metadata_spec(t->cat.metadata), first_in->partition,
+                                 &dir, err);
+    firn__write_ctx w = {t->eng->io, (const char *)dir.data, c->schema, NULL, &t->eng->pq_buffered};
     firn__stream *s = NULL;
-    FIRN_TRY(firn__stream_open(&w, &s, err));
-    firn_rc rc = FIRN_OK;
+    if (!rc)
+        rc = firn__stream_open(&w, &s, err);
+    if (rc) {
+        firn_buf_deinit(&dir);
+        return rc;
+    }
     for (size_t i = 0; i < g->n_ords && rc == FIRN_OK; i++)
         rc = copy_file(c, g->ords[i], s, err);
     if (rc) {
         firn__stream_abort(s);
+        firn_buf_deinit(&dir);
         return rc;
     }
     size_t first = *n_files;
-    FIRN_TRY(firn__stream_close(s, files, n_files, err));
+    rc = firn__stream_close(s, files, n_files, err);
+    firn_buf_deinit(&dir);
+    FIRN_TRY(rc);
     const firn_data_file *in = &t->files[g->ords[0]];
     for (size_t i = first; i < *n_files; i++) {
         (*files)[i].spec_id = in->spec_id;

@@ -247,7 +247,7 @@ static firn_rc check_location(const firn__table *t, firn_err *err)
     const char *loc = t->cat.metadata->location;
     char local[4096];
     firn_err ignored = {0};
-    /* A file: location is percent-decoded before it is opened: check what is opened. */
+    /* A file: location: check the path that is opened. */
     const bool is_local = strncmp(loc, "file:", 5) == 0 &&
                           firn_io_local_path(loc, local, sizeof(local), &ignored) == FIRN_OK;
     const char *p = is_local ? local : strstr(loc, "://");

@@ -18,52 +18,29 @@ typedef struct local_writer {
     char tmp_path[PATH_MAX];
 } local_writer;
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 firn_rc firn_io_local_path(const char *location, char *out, size_t out_cap, firn_err *err)
 {
     const char *p = location;
-    bool uri = false;
     if (strncmp(p, "file://", 7) == 0) {
         p += 7;
-        uri = true;
         if (strncmp(p, "localhost/", 10) == 0)
             p += 9;
     } else if (strncmp(p, "file:/", 6) == 0) {
         /* Hadoop's Path (Spark, Iceberg Java) writes "file:/abs/path". */
         p += 5;
-        uri = true;
     } else if (strstr(p, "://")) {
         return firn_err_set(err, FIRN_ERR_INVALID, "location \"%s\" is not a local path", location);
     }
     if (*p != '/')
         return firn_err_set(err, FIRN_ERR_INVALID, "location \"%s\" is not an absolute path",
                             location);
-    size_t n = 0;
-    for (; *p; p++) {
-        char c = *p;
-        if (uri && c == '%') {
-            int hi = hexval(p[1]), lo = hi >= 0 ? hexval(p[2]) : -1;
-            if (lo < 0)
-                return firn_err_set(err, FIRN_ERR_INVALID, "bad percent-escape in \"%s\"",
-                                    location);
-            c = (char)(hi * 16 + lo);
-            p += 2;
-        }
-        if (n + 1 >= out_cap)
-            return firn_err_set(err, FIRN_ERR_TOO_LARGE, "location \"%s\" is too long", location);
-        out[n++] = c;
-    }
-    out[n] = '\0';
+    /* The rest is the path byte for byte, '%' included: no percent-decoding. pyiceberg, DuckDB
+     * and Iceberg Java open a file:// location so, and partition folders are percent-encoded
+     * names ("region=z%C3%BCrich") that must be opened as written. */
+    const size_t n = strlen(p);
+    if (n + 1 > out_cap)
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "location \"%s\" is too long", location);
+    memcpy(out, p, n + 1);
     return FIRN_OK;
 }
 
