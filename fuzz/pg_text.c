@@ -41,6 +41,7 @@ static void setup(void)
             t->scale = 2;
         } else if (t->kind == FIRN_PG_KIND_TEXT) {
             t->base_oid = 603; /* box: ';' between array elements */
+            t->typdelim = ';';
             t->text_cast = true;
         }
     }

@@ -136,6 +136,8 @@ struct firn_pg_type {
     int32_t ndims;      /* ARRAY: list nesting depth (declared dimensions, at least 1) */
     firn_pg_type *elem; /* ARRAY: element type (owned) */
     char *name;         /* format_type(oid, typmod), e.g. "numeric(10,2)" (owned) */
+    char typdelim;      /* pg_type.typdelim of the base type: what separates this type's values
+                         * in an array's text form (',' for most; ';' box, ':' PostGIS) */
 };
 
 /** Counters of values that could not be stored exactly and were replaced by the documented
@@ -192,11 +194,11 @@ FIRN_MUST_CHECK firn_rc firn_pg_value_decode(const firn_pg_type *t,
  * iso_8601 or postgres, extra_float_digits 3, bytea_output hex, client_encoding UTF8); money is
  * read as the digits of its amount under any lc_monetary whose currency symbol has no digits.
  * Arrays are array_out literals ("{1,NULL}", "{{1,2},{3,4}}", "[0:1]={a,b}", quoted and
- * backslash-escaped elements; ';' delimits box elements); text_cast types, text, json, jsonb and
- * unconstrained numerics are stored as the bytes given. Decimal text with more nonzero
- * fractional digits than the column scale, or more digits than its precision, is rejected.
- * On a malformed value returns FIRN_ERR_PARSE naming the type (never the value); col may then
- * hold a partial nested value and the row must be discarded. Scalars decode without heap
+ * backslash-escaped elements, delimited by the element type's typdelim: ';' for box); text_cast
+ * types, text, json, jsonb and unconstrained numerics are stored as the bytes given. Decimal text
+ * with more nonzero fractional digits than the column scale, or more digits than its precision, is
+ * rejected. On a malformed value returns FIRN_ERR_PARSE naming the type (never the value); col may
+ * then hold a partial nested value and the row must be discarded. Scalars decode without heap
  * allocation (except bytea values over 4 KiB). Thread-safe (no shared state). */
 FIRN_MUST_CHECK firn_rc firn_pg_value_decode_text(const firn_pg_type *t,
                                                   const uint8_t *p,

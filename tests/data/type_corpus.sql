@@ -12,11 +12,21 @@ DROP TYPE IF EXISTS firn_pair CASCADE;
 DROP DOMAIN IF EXISTS firn_posint CASCADE;
 DROP DOMAIN IF EXISTS firn_email CASCADE;
 DROP DOMAIN IF EXISTS firn_price CASCADE;
+DROP TYPE IF EXISTS firn_semi CASCADE;
 CREATE TYPE firn_mood AS ENUM ('sad', 'ok', 'happy 😀');
 CREATE TYPE firn_pair AS (a int4, b text);
 CREATE DOMAIN firn_posint AS int4 CHECK (VALUE > 0);
 CREATE DOMAIN firn_email AS text CHECK (VALUE LIKE '%@%');
 CREATE DOMAIN firn_price AS numeric(12, 3);
+-- A base type unknown to firn whose array elements are delimited by ';' (as PostGIS geometry's by
+-- ':'): text's I/O functions, typdelim ';'.
+CREATE TYPE firn_semi;
+CREATE FUNCTION firn_semi_in(cstring) RETURNS firn_semi LANGUAGE internal IMMUTABLE STRICT
+    AS 'textin';
+CREATE FUNCTION firn_semi_out(firn_semi) RETURNS cstring LANGUAGE internal IMMUTABLE STRICT
+    AS 'textout';
+CREATE TYPE firn_semi (INPUT = firn_semi_in, OUTPUT = firn_semi_out, LIKE = text,
+    DELIMITER = ';');
 
 CREATE TABLE firn_type_corpus (
     id int4 PRIMARY KEY,
@@ -97,7 +107,8 @@ CREATE TABLE firn_type_corpus (
     c_text2d text[][],
     c_int2vec int2vector,
     c_oidvec oidvector,
-    c_int2vec_arr int2vector[]
+    c_int2vec_arr int2vector[],
+    c_semi_arr firn_semi[]
 );
 
 -- 1: ordinary values
@@ -207,3 +218,6 @@ VALUES (7, '1e-45', '5e-324', -0.5, -0.0000000001, -1234.56, E'{"x", \\y}',
 INSERT INTO firn_type_corpus (id, c_int2vec, c_oidvec, c_int2vec_arr)
 VALUES (8, '1 -2 32767 -32768', '0 4294967295 7', ARRAY['1 2', '3']::int2vector[]),
        (9, '', '', '{}');
+
+-- 10: an array of a type whose typdelim is ';' (commas inside elements need no quotes)
+INSERT INTO firn_type_corpus (id, c_semi_arr) VALUES (10, '{a,b;"c;d";NULL;" e "}');

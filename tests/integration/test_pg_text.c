@@ -218,8 +218,8 @@ static void compare_paths(corpus *c)
     firn_pg_decode_stats sb = {0}, st = {0};
     firn_batch *bin = read_binary(c, &sb);
     firn_batch *txt = read_text(c, &st);
-    T_EQ_UINT(firn_batch_rows(bin), 9);
-    T_EQ_UINT(firn_batch_rows(txt), 9);
+    T_EQ_UINT(firn_batch_rows(bin), 10);
+    T_EQ_UINT(firn_batch_rows(txt), 10);
     size_t values = 0;
     for (size_t i = 0; i < c->t->n_columns; i++)
         values +=

@@ -50,6 +50,7 @@ CORPUS_TYPES = {
     "c_posint_arr": "list<int>", "c_box_arr": "list<string>",
     "c_money_arr": "list<decimal(19, 2)>", "c_text2d": "list<list<string>>",
     "c_int2vec": "list<int>", "c_oidvec": "list<long>", "c_int2vec_arr": "string",
+    "c_semi_arr": "list<string>",
 }
 
 
@@ -94,7 +95,7 @@ def test_type_corpus_backfill_and_cdc(pg, pg_db, firn_bin, duck, tmp_path):
                      "c_numx_arr, c_tstz_arr, c_uuid_arr, c_bytea_arr, c_bool_arr, "
                      "c_float8_arr, c_date_arr, c_interval_arr, c_inet_arr, c_enum_arr, "
                      "c_jsonb_arr, c_posint_arr, c_box_arr, c_money_arr, c_text2d, c_int2vec, "
-                     "c_oidvec, c_int2vec_arr FROM firn_type_corpus")
+                     "c_oidvec, c_int2vec_arr, c_semi_arr FROM firn_type_corpus")
         cols = [r[0] for r in conn.execute(
             "SELECT attname FROM pg_attribute WHERE attrelid = 'firn_type_corpus'::regclass "
             "AND attnum > 1 AND NOT attisdropped ORDER BY attnum").fetchall()]

@@ -911,7 +911,7 @@ static firn_rc decode_array(const firn_pg_type *t,
                   .p = p,
                   .end = p + len,
                   .len = len,
-                  .delim = t->elem->base_oid == 603 ? ';' : ',', /* box's typdelim is ';' */
+                  .delim = (uint8_t)(t->elem->typdelim ? t->elem->typdelim : ','),
                   .ndim = -1,
                   .stats = stats,
                   .err = err};

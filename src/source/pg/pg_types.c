@@ -141,6 +141,7 @@ typedef struct type_row {
     int32_t typtypmod;
     uint32_t typelem;
     bool is_array;
+    char typdelim;
     char typname[64];
     char format[128];
 } type_row;
@@ -151,7 +152,7 @@ fetch_type_row(firn_pg_conn *c, uint32_t oid, int32_t typmod, type_row *row, fir
     static const char SQL[] =
         "SELECT t.typtype, t.typbasetype, t.typtypmod, t.typelem,"
         " (t.typcategory = 'A' AND t.typelem <> 0 AND t.typlen = -1), t.typname,"
-        " format_type($1::oid, $2::int4) FROM pg_type t WHERE t.oid = $1::oid";
+        " format_type($1::oid, $2::int4), t.typdelim FROM pg_type t WHERE t.oid = $1::oid";
     char oid_s[16], typmod_s[16];
     snprintf(oid_s, sizeof(oid_s), "%u", oid);
     snprintf(typmod_s, sizeof(typmod_s), "%d", typmod);
@@ -176,6 +177,7 @@ fetch_type_row(firn_pg_conn *c, uint32_t oid, int32_t typmod, type_row *row, fir
     row->is_array = PQgetvalue(res, 0, 4)[0] == 't';
     snprintf(row->typname, sizeof(row->typname), "%s", PQgetvalue(res, 0, 5));
     snprintf(row->format, sizeof(row->format), "%s", PQgetvalue(res, 0, 6));
+    row->typdelim = PQgetvalue(res, 0, 7)[0] ? PQgetvalue(res, 0, 7)[0] : ',';
 out:
     PQclear(res);
     return rc;
@@ -238,6 +240,7 @@ static firn_rc resolve(
             goto out;
     }
     t->base_oid = oid;
+    t->typdelim = row.typdelim;
     if (row.is_array) {
         t->kind = FIRN_PG_KIND_ARRAY;
         t->ndims = ndims > 1 ? ndims : 1;

@@ -551,6 +551,7 @@ T_TEST(test_array_elements_typed)
     /* box[] uses ';' between elements; text_cast elements are stored as their text. */
     firn_pg_type box = mk(FIRN_PG_KIND_TEXT);
     box.base_oid = 603;
+    box.typdelim = ';';
     box.text_cast = true;
     firn_pg_type boxes = mk_arr(&box, 1);
     one o;
