@@ -180,3 +180,33 @@ def test_partition_paths_gcs(pg, pg_db, firn_bin, duck, tmp_path, gcs_server, mo
             assert p[len(f"gs://{gcs_server.bucket}/"):] in names, (p, sorted(names))
 
     run_workload(pg, pg_db, fe, duck, check_paths, with_duck=False)
+
+
+def test_partition_paths_after_kills(pg, pg_db, firn_bin, duck, tmp_path):
+    """firn killed (SIGKILL at its crash points) in the copy and in commits of changes that move
+    rows between partition folders, restarted each time: the files the manifests list exist
+    under exactly their recorded paths, and the table equals the source."""
+    fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+    fe.write_source(pg)
+    fe.write_destination()
+    fe.write_streams(STREAMS)
+    regions = ["zürich", "a b/c%d", "+%2B ~", "ß/..", None]
+    points = ["backfill-batch", "after-upload", "after-commit", "before-ack", "after-upload",
+              "after-commit", "before-ack"]
+    killed = 0
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute(SCHEMA)
+        for i, point in enumerate(points):
+            proc = fe.sync(env={"FIRN_TEST_CRASH": f"{point}:1"}, check=False)
+            assert proc.returncode in (0, -9), proc.stderr[-3000:]
+            killed += proc.returncode == -9
+            conn.execute("INSERT INTO places VALUES (%s, %s, %s, %s)",
+                         (100 + i, regions[i % len(regions)], f"é{i % 2}", i))
+            conn.execute("UPDATE places SET region = %s, \"é\" = %s WHERE id = %s",
+                         (regions[(i + 1) % len(regions)], "ü/..", 1 + i % 5))
+        fe.sync()
+        assert killed >= len(points) // 2, killed
+        for p in data_paths(fe):
+            assert Path(p[len("file://"):]).is_file(), f"manifest path {p} is not a file"
+        compare_table(fe, conn, duck, "places")
+        check_by_value(fe, duck, conn)
