@@ -82,4 +82,30 @@ FIRN_MUST_CHECK firn_rc firn_engine_sync(const firn_config *cfg,
  * and out. Errors as firn_engine_check. */
 FIRN_MUST_CHECK firn_rc firn_engine_status(const firn_config *cfg, FILE *out, firn_err *err);
 
+/** What `firn maintain` does. */
+typedef enum firn_maintain_action {
+    FIRN_MAINTAIN_STATUS = 1, /* one line per table: snapshots, refs, metadata size, files */
+    FIRN_MAINTAIN_EXPIRE,     /* snapshot expiry now (docs/maintenance.md) */
+} firn_maintain_action;
+
+typedef struct firn_maintain_options {
+    firn_maintain_action action;
+    const char *const *tables; /* "namespace.table" (split at the last dot); none: every table
+                                * of the catalog */
+    size_t n_tables;
+    bool dry_run; /* expire: print what would expire, change nothing */
+} firn_maintain_options;
+
+/** `firn maintain`: runs o->action on the tables of cfg's destination catalog (no source is
+ * read; tables no stream writes are included), printing one line per table to out. Expiry uses
+ * the destination's maintenance block and the tables' history.expire.* properties, as the
+ * committer does, but without its batch threshold. A failing table does not stop the others:
+ * the first failure is returned (message in err, fault recorded: FIRN_FAULT_CONFIG for a
+ * malformed table name, FIRN_FAULT_DESTINATION for catalog and storage errors, including a
+ * table that does not exist). Borrows cfg and out. */
+FIRN_MUST_CHECK firn_rc firn_engine_maintain(const firn_config *cfg,
+                                             const firn_maintain_options *o,
+                                             FILE *out,
+                                             firn_err *err);
+
 #endif

@@ -24,6 +24,7 @@ static const cli_flag flags[] = {
     {"--log", CLI_OPT_LOG, offsetof(cli_opts, log), true},
     {"--log-format", CLI_OPT_LOG, offsetof(cli_opts, log_format), true},
     {"--follow", CLI_OPT_FOLLOW, offsetof(cli_opts, follow), false},
+    {"--dry-run", CLI_OPT_DRY_RUN, offsetof(cli_opts, dry_run), false},
     {"--metrics-listen", CLI_OPT_FOLLOW, offsetof(cli_opts, metrics_listen), true},
 };
 

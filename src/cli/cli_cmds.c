@@ -221,3 +221,33 @@ int firn__cli_status(const cli_cmd *cmd, cli_opts *o)
     firn_config_free(&cfg);
     return code;
 }
+
+int firn__cli_maintain(const cli_cmd *cmd, cli_opts *o)
+{
+    if (o->n_args == 0)
+        return firn__cli_usage_error(cmd, "missing the action: status or expire");
+    firn_maintain_options mo = {0};
+    if (strcmp(o->args[0], "status") == 0)
+        mo.action = FIRN_MAINTAIN_STATUS;
+    else if (strcmp(o->args[0], "expire") == 0)
+        mo.action = FIRN_MAINTAIN_EXPIRE;
+    else
+        return firn__cli_usage_error(cmd, "unknown action \"%s\" (status or expire)", o->args[0]);
+    if (!o->destination)
+        return firn__cli_usage_error(cmd, "missing --destination FILE");
+    if (o->dry_run && mo.action != FIRN_MAINTAIN_EXPIRE)
+        return firn__cli_usage_error(cmd, "--dry-run goes with expire");
+    mo.tables = o->args + 1;
+    mo.n_tables = o->n_args - 1;
+    mo.dry_run = o->dry_run;
+    firn_config_paths paths = {NULL, o->destination, NULL, NULL};
+    firn_config cfg = {0};
+    int code = load(cmd, o, &paths, &cfg);
+    if (code)
+        return code;
+    firn_err err = {0};
+    firn_rc rc = firn_engine_maintain(&cfg, &mo, stdout, &err);
+    code = rc == FIRN_OK ? CLI_EXIT_OK : engine_failure(rc, &err);
+    firn_config_free(&cfg);
+    return code;
+}

@@ -28,6 +28,7 @@ enum {
     CLI_OPT_FOLLOW = 1u << 4,
     CLI_OPT_OUTPUT = 1u << 5,
     CLI_OPT_LOG = 1u << 6, /* --log and --log-format */
+    CLI_OPT_DRY_RUN = 1u << 7,
 };
 
 /** The parsed command line of one command. */
@@ -41,8 +42,9 @@ typedef struct cli_opts {
     const char *log_format;
     const char *metrics_listen;
     bool follow;
+    bool dry_run;
     bool help;
-    const char *args[4]; /* positional arguments */
+    const char *args[16]; /* positional arguments */
     size_t n_args;
 } cli_opts;
 
@@ -74,5 +76,6 @@ int firn__cli_check(const cli_cmd *cmd, cli_opts *o);
 int firn__cli_discover(const cli_cmd *cmd, cli_opts *o);
 int firn__cli_sync(const cli_cmd *cmd, cli_opts *o);
 int firn__cli_status(const cli_cmd *cmd, cli_opts *o);
+int firn__cli_maintain(const cli_cmd *cmd, cli_opts *o);
 
 #endif

@@ -84,6 +84,22 @@ static const cli_cmd commands[] = {
      "  --state FILE         state.json (default: state.json next to the streams file)\n" LOG_OPTS,
      CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_LOG, 0,
      firn__cli_status},
+    {"maintain", "expire snapshots or show the health of tables, by hand",
+     "usage: firn maintain status|expire --destination FILE [--dry-run] [TABLE...]\n"
+     "\n"
+     "Runs table maintenance on the destination's catalog, on the tables named\n"
+     "(NAMESPACE.TABLE) or on every table of the catalog, also tables no stream writes now.\n"
+     "No source is read. One line per table.\n"
+     "  status   snapshots, refs, metadata size against maintenance.max_metadata_size,\n"
+     "           data and delete files, records\n"
+     "  expire   expire snapshots now, with the destination's maintenance settings and the\n"
+     "           tables' history.expire.* properties (what firn sync does every 16 commits),\n"
+     "           and delete the files only expired snapshots referenced\n"
+     "\n"
+     "options:\n"
+     "  --destination FILE   destination.json: the Iceberg catalog and writer settings\n"
+     "  --dry-run            expire: print what would expire, change nothing\n" LOG_OPTS,
+     CLI_OPT_DESTINATION | CLI_OPT_DRY_RUN | CLI_OPT_LOG, 16, firn__cli_maintain},
     {"version", "print the version and build", "usage: firn version\n", 0, 0, NULL},
     {"help", "show help for firn or a command", "usage: firn help [COMMAND]\n", 0, 1, NULL},
 };

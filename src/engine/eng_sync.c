@@ -1369,6 +1369,16 @@ firn_rc firn_engine_discover(const firn_config *cfg, const char *streams_out_pat
     return rc;
 }
 
+firn_rc firn_engine_maintain(const firn_config *cfg,
+                             const firn_maintain_options *o,
+                             FILE *out,
+                             firn_err *err)
+{
+    firn_rc rc = firn__engine_maintain(cfg, o, out, err);
+    last_fault = rc ? firn__maintain_fault() : FIRN_FAULT_NONE;
+    return rc;
+}
+
 firn_rc firn_engine_status(const firn_config *cfg, FILE *out, firn_err *err)
 {
     firn_rc rc = firn__engine_status(cfg, out, err);

@@ -1203,4 +1203,13 @@ FIRN_MUST_CHECK firn_rc firn__expire_run(firn__table *t,
  * is logged (WARN) and left for the next time: always FIRN_OK (err untouched). */
 FIRN_MUST_CHECK firn_rc firn__expire_maybe(firn__table *t, firn_err *err);
 
+/** firn_engine_maintain's work (eng_maintain.c); the fault of its failure is
+ * firn__maintain_fault(). */
+FIRN_MUST_CHECK firn_rc firn__engine_maintain(const firn_config *cfg,
+                                              const firn_maintain_options *o,
+                                              FILE *out,
+                                              firn_err *err);
+/** Where the calling thread's last firn__engine_maintain failed. */
+firn_fault firn__maintain_fault(void);
+
 #endif

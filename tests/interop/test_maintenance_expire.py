@@ -162,3 +162,67 @@ def test_follow_keeps_metadata_under_the_budget(firn_job):
     tbl = job.loc.pyiceberg().load_table(job.table("acct"))
     assert len(tbl.metadata.snapshots) < 40
     check_rows(job)
+
+
+def run_maintain(job, dest: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(job.firn_bin), "maintain", *args, "--destination", str(dest)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_firn_maintain_status_and_expire_by_hand(firn_job):
+    import pyarrow as pa
+
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP)
+    job.sync()
+    for k in range(1, 7):
+        change_round(job, k)
+        job.sync()
+    # a table no stream writes: two appends by pyiceberg
+    cat = job.loc.pyiceberg()
+    other = cat.create_table("src.other", schema=pa.schema([("x", pa.int64())]))
+    other.append(pa.table({"x": [1, 2]}))
+    other.append(pa.table({"x": [3]}))
+
+    dest = json.loads((job.workdir / "destination.json").read_text())
+    dest["maintenance"] = {"min_snapshots_to_keep": 2, "snapshot_max_age_seconds": 0}
+    dpath = job.workdir / "maintain-destination.json"
+    dpath.write_text(json.dumps(dest))
+
+    n = len(cat.load_table("src.acct").metadata.snapshots)
+    assert n >= 7
+    st = run_maintain(job, dpath, "status")
+    assert st.returncode == 0, st.stderr
+    lines = {ln.split(":")[0]: ln for ln in st.stdout.splitlines()}
+    assert set(lines) == {"src.acct", "src.other"}, st.stdout
+    assert f"{n} snapshots" in lines["src.acct"] and "2 snapshots" in lines["src.other"]
+    assert "records" in lines["src.acct"] and "of 4.0 MiB" in lines["src.acct"], lines
+
+    dry = run_maintain(job, dpath, "expire", "--dry-run", "src.acct")
+    assert dry.returncode == 0, dry.stderr
+    assert f"src.acct: would expire {n - 2} of {n} snapshots" in dry.stdout, dry.stdout
+    assert len(cat.load_table("src.acct").metadata.snapshots) == n
+
+    ex = run_maintain(job, dpath, "expire")
+    assert ex.returncode == 0, ex.stderr
+    assert f"src.acct: expired {n - 2} snapshots (2 kept)" in ex.stdout, ex.stdout
+    assert "src.other: expired 0 snapshots (2 kept)" in ex.stdout, ex.stdout
+    tbl = cat.load_table("src.acct")
+    assert len(tbl.metadata.snapshots) == 2
+    table_dir = Path(uri_to_path(tbl.metadata.location))
+    assert not files_on_disk(table_dir) - referenced_files(tbl)
+    check_rows(job)
+    assert sorted(r["x"] for r in cat.load_table("src.other").scan().to_arrow().to_pylist()) \
+        == [1, 2, 3]
+    # streaming goes on from the resume position after a hand-made expiry
+    change_round(job, 40)
+    job.sync()
+    check_rows(job)
+
+    bad = run_maintain(job, dpath, "expire", "src.nope")
+    assert bad.returncode == 4 and 'table "src.nope" does not exist' in bad.stderr, bad.stderr
+    bad = run_maintain(job, dpath, "expire", "nodot")
+    assert bad.returncode == 2 and "NAMESPACE.TABLE" in bad.stderr, bad.stderr
+    bad = run_maintain(job, dpath, "frob")
+    assert bad.returncode == 2 and 'unknown action "frob"' in bad.stderr, bad.stderr
+    bad = run_maintain(job, dpath, "status", "--dry-run")
+    assert bad.returncode == 2, bad.stderr
