@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from firnsync import summary_of
+from rest_fixtures import *  # noqa: F401,F403  (rest_catalog_s3)
 from firnutil import stop_process, wait_for
 from sparkutil import duckdb_rows, pyiceberg_rows, uri_to_path
 
@@ -46,16 +47,17 @@ def check_rows(job) -> None:
         assert reader(job.loc, job.table("acct"), COLS) == want, reader.__name__
 
 
-def referenced_files(tbl) -> set[str]:
-    """Manifest lists, manifests and data/delete files (live or deleted entries) of every
-    snapshot the metadata keeps, as local paths."""
+def referenced_files(tbl, live: bool = False, to_path=uri_to_path) -> set[str]:
+    """Manifest lists, manifests and data/delete files of every snapshot the metadata keeps, as
+    local paths: with live, only the files of live entries (what a retained snapshot reads, so
+    must exist); else deleted entries too (files that may still exist)."""
     out: set[str] = set()
     for snap in tbl.metadata.snapshots:
-        out.add(uri_to_path(snap.manifest_list))
+        out.add(to_path(snap.manifest_list))
         for m in snap.manifests(tbl.io):
-            out.add(uri_to_path(m.manifest_path))
-            for e in m.fetch_manifest_entry(tbl.io, discard_deleted=False):
-                out.add(uri_to_path(e.data_file.file_path))
+            out.add(to_path(m.manifest_path))
+            for e in m.fetch_manifest_entry(tbl.io, discard_deleted=live):
+                out.add(to_path(e.data_file.file_path))
     return out
 
 
@@ -100,7 +102,7 @@ def test_catch_up_runs_expire_and_delete_only_unreferenced_files(firn_job):
     table_dir = Path(uri_to_path(tbl.metadata.location))
     on_disk = files_on_disk(table_dir)
     refs = referenced_files(tbl)
-    missing = {f for f in refs if not os.path.exists(f)}
+    missing = {f for f in referenced_files(tbl, live=True) if not os.path.exists(f)}
     assert not missing, sorted(missing)[:5]
     orphans = on_disk - refs
     assert not orphans, sorted(orphans)[:5]
@@ -210,6 +212,7 @@ def test_firn_maintain_status_and_expire_by_hand(firn_job):
     assert len(tbl.metadata.snapshots) == 2
     table_dir = Path(uri_to_path(tbl.metadata.location))
     assert not files_on_disk(table_dir) - referenced_files(tbl)
+    assert all(os.path.exists(f) for f in referenced_files(tbl, live=True))
     check_rows(job)
     assert sorted(r["x"] for r in cat.load_table("src.other").scan().to_arrow().to_pylist()) \
         == [1, 2, 3]
@@ -226,3 +229,54 @@ def test_firn_maintain_status_and_expire_by_hand(firn_job):
     assert bad.returncode == 2 and 'unknown action "frob"' in bad.stderr, bad.stderr
     bad = run_maintain(job, dpath, "status", "--dry-run")
     assert bad.returncode == 2, bad.stderr
+
+
+def test_expire_through_rest_catalog_on_s3(firn_job, rest_catalog_s3):
+    """The REST fixture on the S3 server: the catalog accepts remove-snapshots with firn's ref
+    requirements, and the objects only expired snapshots referenced leave the bucket."""
+    import uuid as _uuid
+
+    loc = rest_catalog_s3
+    ns = "x_" + _uuid.uuid4().hex[:8]
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP, catalog=loc.firn_catalog(),
+                   catalog_loc=loc, namespace=ns,
+                   storage={"endpoint": loc.s3.endpoint, "region": loc.s3.region,
+                            "path_style": True},
+                   destination_extra={"maintenance": {"min_snapshots_to_keep": 2,
+                                                      "snapshot_max_age_seconds": 0}})
+    job.sync()
+    for k in range(1, 6):
+        change_round(job, k)
+        job.sync()
+    tbl = loc.pyiceberg().load_table(job.table("acct"))
+    n = len(tbl.metadata.snapshots)
+    assert n >= 6
+    ex = run_maintain(job, job.workdir / "destination.json", "expire", job.table("acct"))
+    assert ex.returncode == 0, ex.stderr
+    assert f"expired {n - 2} snapshots (2 kept)" in ex.stdout, ex.stdout
+    tbl = loc.pyiceberg().load_table(job.table("acct"))
+    assert len(tbl.metadata.snapshots) == 2
+    prefix = f"s3://{loc.s3.bucket}/"
+    assert tbl.location().startswith(prefix)
+
+    def as_obj(p: str) -> str:
+        return str(loc.s3.root / loc.s3.bucket / p[len(prefix):])
+
+    live = referenced_files(tbl, live=True, to_path=as_obj)
+    refs = referenced_files(tbl, to_path=as_obj)
+    table_dir = Path(as_obj(tbl.location()))
+    on_disk = files_on_disk(table_dir)
+    assert live <= on_disk, sorted(live - on_disk)[:5]
+    assert not on_disk - refs, sorted(on_disk - refs)[:5]
+    want = job.source_rows("SELECT id, v, n FROM acct")
+    assert canon(loc, job.table("acct")) == want
+    change_round(job, 77)
+    job.sync()
+    assert canon(loc, job.table("acct")) == job.source_rows("SELECT id, v, n FROM acct")
+
+
+def canon(loc, table: str) -> list[tuple]:
+    from sparkutil import canon_rows
+
+    arrow = loc.pyiceberg().load_table(table).scan(selected_fields=tuple(COLS)).to_arrow()
+    return canon_rows(arrow.select(COLS).to_pylist())
