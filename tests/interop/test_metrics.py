@@ -14,12 +14,17 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import urllib.error
 import urllib.request
+import uuid
+from pathlib import Path
 
 import pytest
 
 from firnutil import FirnEnv, stop_process, wait_for
+from rest_fixtures import rest_catalog  # noqa: F401 (a fixture)
 from test_engine_pg_restart import own_cluster, pg_ctl  # noqa: F401 (a fixture)
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
@@ -427,3 +432,58 @@ def test_metrics_during_backfill(pg, pg_db, firn_bin, tmp_path):
         finally:
             rc = stop_process(proc, signal.SIGTERM, timeout=60)
         assert rc == 0, log.read_text()[-3000:]
+
+
+def test_metrics_commit_failing(firn_job, rest_catalog, tmp_path):
+    """The REST catalog (behind a fault-injecting proxy) answers 503 to every commit of t1 while
+    the test says so: firn retries, the retries are counted and the run is not ready, naming
+    the table; once commits pass again the commit lands, counted ok, and the run is ready."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "harness"))
+    from flaky_proxy import FlakyProxy
+
+    loc = rest_catalog
+    commit_re = re.compile(r"^/v1/namespaces/[^/]+/tables/t1$")
+    failing = threading.Event()
+
+    def rule(method, path):
+        return "503" if failing.is_set() and method == "POST" and commit_re.match(path) else None
+
+    proxy = FlakyProxy(loc.uri, rule=rule).start()
+    port = free_port()
+    ns = "metrics_" + uuid.uuid4().hex[:6]
+    job = firn_job([{"stream_name": "t1"}], catalog=loc.firn_catalog(uri=proxy.url),
+                   catalog_loc=loc, namespace=ns, commit_interval_s=1,
+                   setup=["CREATE TABLE t1 (id bigint PRIMARY KEY, v text)",
+                          "INSERT INTO t1 SELECT g, 'a' || g FROM generate_series(1, 20) g"])
+    log_path = job.workdir / "follow.log"
+    cmd = job.sync_command() + ["--follow", "--metrics-listen", f"127.0.0.1:{port}"]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    t = {"stream": "public.t1", "table": f"{ns}.t1"}
+    try:
+        wait_for(lambda: scrape_when(port, "firn_phase", 1, phase="cdc"), 120, interval=0.2,
+                 what="firn to stream")
+        fams = wait_for(lambda: scrape_when(port, "firn_ready", 1), 30, interval=0.2,
+                        what="ready")
+        ok = value(fams, "firn_commits_total", result="ok", **t)
+        assert ok >= 1 and value(fams, "firn_commit_retries_total", **t) == 0
+        failing.set()
+        job.sql("INSERT INTO t1 VALUES (1000, 'x')")
+        # firn gives up after 8 failed attempts (about 3-5 s of backoff): seen well before.
+        fams = wait_for(lambda: scrape_when(port, "firn_ready", 0), 30, interval=0.05,
+                        what="the failing commit to show")
+        failing.clear()
+        assert value(fams, "firn_commit_retries_total", **t) >= 1
+        status, _, body = get(port, "/readyz")
+        assert status == 503 and f"table {ns}.t1: the last commit attempt failed" in body, body
+        fams = wait_for(lambda: scrape_when(port, "firn_commits_total", ok + 1, result="ok", **t),
+                        60, interval=0.2, what="the commit to land")
+        assert value(fams, "firn_commits_total", result="failed", **t) == 0
+        assert value(fams, "firn_ready") == 1, log_path.read_text()[-3000:]
+        assert get(port, "/readyz")[0] == 200
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+    finally:
+        failing.clear()
+        rc = stop_process(proc, signal.SIGTERM, timeout=60)
+        proxy.stop()
+    assert rc == 0, log_path.read_text()[-3000:]
