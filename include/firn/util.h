@@ -401,6 +401,27 @@ void firn_log_event(firn_log_level level, const char *comp, const char *msg, ...
             firn_log_write((level), (comp), __VA_ARGS__);                                          \
     } while (0)
 
+/** Remembers a secret (copied) so that firn_redact_text takes it out of every text firn relays:
+ * error messages and log lines, wherever their words came from (an HTTP body, libpq). Its
+ * percent-encoded form (as a form body carries it) is remembered too. Values shorter than 4
+ * bytes are not (they would mangle ordinary words; the pattern rules still apply). For secrets
+ * that last the process (configured keys): the first 64 are kept. NULL accepted. Thread-safe. */
+void firn_secret_register(const char *secret);
+/** firn_secret_register for a token that expires and is replaced (an OAuth access token, a
+ * signed assertion, vended keys): the last 64 are kept, the oldest dropped. */
+void firn_secret_register_token(const char *token);
+/** firn_secret_register of a configured secret and of the parts that travel alone: the
+ * password in a URI's userinfo, "password=" values of a URI query or key=value conninfo, the
+ * secret after ':' of "client_id:client_secret". NULL accepted. Thread-safe. */
+void firn_secret_register_config(const char *value);
+/** Redacts the NUL-terminated text in place (cap bytes of room; a longer result is cut at a
+ * whole UTF-8 character): every remembered secret becomes "<redacted>", and so do the values
+ * of credential patterns: "Bearer <token>" / "Basic <base64>", key=value and JSON "key":
+ * "value" whose key names a credential (password, secret, token, credential, assertion,
+ * signature, private_key, api_key, authorization), "X-...-Token: value" headers and the
+ * password in "scheme://user:password@". firn_err_set, firn_err_context and the log writers
+ * call it: it is the one place relayed text is cleaned. NULL accepted. Thread-safe. */
+void firn_redact_text(char *text, size_t cap);
 /** Replaces the password in a libpq connection string or URI with "********" into out
  * (out_cap bytes, always NUL-terminated) so it can be logged. Handles key=value conninfo
  * ("password=..." quoted or not) and URIs (postgresql://user:secret@host). */

@@ -319,6 +319,8 @@ bind_string(cfg_ctx *ctx, const cfg_node *node, const json_t *v, void *at, firn_
     firn_rc rc = firn__cfg_expand(ctx, json_string_value(v), &s, err);
     ctx->secret = false;
     FIRN_TRY(rc);
+    if (node->type == CFG_SECRET) /* kept out of every message and log line from here on */
+        firn_secret_register_config(s);
     char **slot = at;
     firn_free(*slot);
     *slot = s;

@@ -61,6 +61,7 @@ void firn__token_cache_store(firn__token_cache *tc,
                              int64_t expires_at_ms,
                              int64_t now_ms)
 {
+    firn_secret_register_token(token); /* an echo of the request never shows it */
     firn_free(tc->token);
     tc->token = token;
     tc->expires_at_ms = expires_at_ms;
@@ -207,6 +208,7 @@ firn_cred *firn_cred_bearer_new(const char *token)
     b->base.vt = &bearer_vt;
     atomic_init(&b->base.refs, 1);
     b->token = firn_strdup(token);
+    firn_secret_register(token);
     return &b->base;
 }
 
@@ -427,6 +429,7 @@ firn_rc firn_cred_oauth2_new(const firn_oauth2_options *opts, firn_cred **out, f
     if (!uri)
         return firn_err_set(err, FIRN_ERR_CONFIG,
                             "OAuth2 client credentials need a token endpoint or a catalog URI");
+    firn_secret_register(opts->client_secret);
     oauth2_cred *o = firn_calloc(1, sizeof(*o));
     o->t.base.vt = &oauth2_vt;
     atomic_init(&o->t.base.refs, 1);

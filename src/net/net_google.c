@@ -135,6 +135,8 @@ static firn_rc google_fetch(firn__token_cred *t, char **out_token, int64_t *out_
         rc = firn__net_form_add(&form, "grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer");
     if (!rc)
         rc = firn__net_form_add(&form, "assertion", (const char *)jwt.data);
+    if (!rc) /* it buys a token: as secret as one */
+        firn_secret_register_token((const char *)jwt.data);
     if (!rc)
         rc = firn__oauth2_post(g->http, g->token_uri, (const char *)form.data, out_token, out_exp,
                                err);

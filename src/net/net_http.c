@@ -402,9 +402,12 @@ static bool trace_on(const firn_http *http, firn_log_level level)
 
 static void emit(const firn_http *http, firn_log_level level, const char *line)
 {
-    if (http->o.trace)
-        http->o.trace(http->o.trace_ctx, level, line);
-    else
+    if (http->o.trace) {
+        char text[8192];
+        snprintf(text, sizeof(text), "%s", line);
+        firn_redact_text(text, sizeof(text));
+        http->o.trace(http->o.trace_ctx, level, text);
+    } else
         firn_log_write(level, "net", "%s", line);
 }
 

@@ -377,6 +377,8 @@ static firn_rc refresh_keys(sigv4_cred *s, firn_err *err)
         return usable ? FIRN_OK : rc;
     }
     firn_aws_keys_clear(&s->keys);
+    firn_secret_register_token(fresh.secret_access_key);
+    firn_secret_register_token(fresh.session_token);
     s->keys = fresh;
     s->stale = false;
     return FIRN_OK;
@@ -455,6 +457,8 @@ firn_rc firn_cred_sigv4_new(const firn_sigv4_options *opts, firn_cred **out, fir
         keys.secret_access_key = dup_or_null(env_nonempty("AWS_SECRET_ACCESS_KEY"));
         keys.session_token = dup_or_null(env_nonempty("AWS_SESSION_TOKEN"));
     }
+    firn_secret_register(keys.secret_access_key);
+    firn_secret_register(keys.session_token);
     if (!opts->fn && (!keys.access_key_id || !keys.secret_access_key)) {
         firn_aws_keys_clear(&keys);
         return firn_err_set(err, FIRN_ERR_CONFIG,

@@ -98,6 +98,7 @@ static void err_vset(firn_err *err, firn_rc rc, int sys_errno, const char *fmt, 
         snprintf(err->msg, sizeof(err->msg), "%s", firn_rc_message(rc));
     else
         after_cut(err, n);
+    firn_redact_text(err->msg, sizeof(err->msg));
 }
 
 firn_rc firn_err_set(firn_err *err, firn_rc rc, const char *fmt, ...)
@@ -149,6 +150,7 @@ void firn_err_context(firn_err *err, const char *fmt, ...)
             cut_utf8(err->msg, keep);
     }
     firn_buf_deinit(&b);
+    firn_redact_text(err->msg, sizeof(err->msg));
 }
 
 void firn_assert_fail(const char *cond, const char *file, int line)

@@ -174,6 +174,7 @@ void firn_log_write(firn_log_level level, const char *comp, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    firn_redact_text(msg, sizeof(msg));
     firn_buf b;
     firn_buf_init(&b, LOG_LINE_MAX * 2);
     put_header(&b, level, comp);
@@ -189,7 +190,10 @@ void firn_log_event(firn_log_level level, const char *comp, const char *msg, ...
     firn_buf b;
     firn_buf_init(&b, LOG_LINE_MAX * 2);
     put_header(&b, level, comp);
-    put_field(&b, "msg", msg, false);
+    char text[LOG_LINE_MAX];
+    snprintf(text, sizeof(text), "%s", msg);
+    firn_redact_text(text, sizeof(text));
+    put_field(&b, "msg", text, false);
     va_list ap;
     va_start(ap, msg);
     for (;;) {
@@ -197,7 +201,9 @@ void firn_log_event(firn_log_level level, const char *comp, const char *msg, ...
         if (!key)
             break;
         const char *value = va_arg(ap, const char *);
-        put_field(&b, key, value ? value : "", false);
+        snprintf(text, sizeof(text), "%s", value ? value : "");
+        firn_redact_text(text, sizeof(text));
+        put_field(&b, key, text, false);
     }
     va_end(ap);
     emit(&b);
