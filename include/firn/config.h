@@ -259,6 +259,12 @@ typedef struct firn_destination_config {
     bool metadata_columns;      /* add _firn_op, _firn_lsn, ... columns; default true */
     firn_commit_policy commit;
     firn_maintenance_config maintenance;
+    int64_t commit_retry_timeout_ms;   /* commit.retry_timeout_seconds: how long a commit the
+                                        * catalog refuses (HTTP 429/5xx, unreachable) is retried;
+                                        * -1 (unset) = 300 s for a catch-up run, no limit under
+                                        * --follow; 0 = no limit */
+    int64_t commit_retry_max_wait_ms;  /* commit.retry_max_wait_seconds: longest wait between
+                                        * two attempts (backoff cap), default 60 s */
     uint64_t memory_limit_bytes;       /* process budget for buffers, default 1 GiB */
     uint64_t index_memory_limit_bytes; /* resident budget of the key indexes, default 128 MiB */
     char *index_dir; /* local folder of key-index runs; NULL: $XDG_CACHE_HOME/firn, ~/.cache/firn,

@@ -137,7 +137,8 @@ void firn_http_response_deinit(firn_http_response *resp);
  * other 4xx FIRN_ERR_PROTOCOL, timeouts FIRN_ERR_TIMEOUT, other transport failures
  * FIRN_ERR_NETWORK; for a non-idempotent request a 5xx, timeout or broken connection after
  * sending is FIRN_ERR_UNKNOWN_OUTCOME. resp keeps the status and body of error responses too
- * (for REST error documents). Thread-safe. */
+ * (for REST error documents); an error response's Retry-After (seconds or an HTTP date) is
+ * in err->retry_after_ms, for a caller that retries on its own. Thread-safe. */
 FIRN_MUST_CHECK firn_rc firn_http_do(firn_http *http,
                                      const firn_http_request *req,
                                      firn_http_response *resp,

@@ -82,6 +82,9 @@ typedef struct firn_err {
      * engine where it knows (a catalog commit, a flush to the destination): the exit code
      * follows it rather than the phase the run was in. */
     int fault;
+    /* How long the server asked to wait before trying again (HTTP Retry-After on a 429 or 503),
+     * milliseconds; 0: it did not say. */
+    int64_t retry_after_ms;
     char msg[FIRN_ERR_MSG_MAX];
 } firn_err;
 

@@ -153,7 +153,11 @@ rest_fail(firn_rc rc, const firn_http_response *resp, firn_err *err, const char 
         one_line(detail, sizeof(detail), err && err->msg[0] ? err->msg : firn_rc_message(rc));
     }
     json_decref(doc);
-    return firn_err_set(err, rc, "could not %s: %s", what, detail);
+    int64_t retry_after_ms = err ? err->retry_after_ms : 0; /* the server's hint stays */
+    firn_rc_ignore(firn_err_set(err, rc, "could not %s: %s", what, detail));
+    if (err)
+        err->retry_after_ms = retry_after_ms;
+    return rc;
 }
 
 /* Sends one request to the catalog. body NULL: none. On FIRN_OK *out_doc (NULL accepted) holds

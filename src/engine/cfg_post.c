@@ -426,6 +426,8 @@ void firn__cfg_destination_defaults(firn_destination_config *d)
     d->metadata_columns = true;
     d->commit.interval_ms = 10 * 1000;
     d->commit.max_bytes = 64u << 20;
+    d->commit_retry_timeout_ms = -1;
+    d->commit_retry_max_wait_ms = 60 * 1000;
     d->memory_limit_bytes = 1ull << 30;
     d->index_memory_limit_bytes = 128u << 20;
     d->consolidate_deletes_after = 8;
@@ -731,6 +733,8 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
     }
     if (d->commit.interval_ms <= 0)
         return firn__cfg_fail(ctx, err, "\"commit.interval_seconds\" must be greater than 0");
+    if (d->commit_retry_max_wait_ms < 100)
+        return firn__cfg_fail(ctx, err, "\"commit.retry_max_wait_seconds\" must be at least 0.1");
     if (d->commit.max_bytes < 1024)
         return firn__cfg_fail(ctx, err, "\"commit.max_bytes\" must be at least 1KiB");
     if (d->compression == FIRN_CODEC_GZIP && d->compression_level > 9)

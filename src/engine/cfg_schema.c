@@ -52,6 +52,9 @@ static const cfg_node n_sync_mode = {
 
 static const cfg_node n_commit_interval = {
     .type = CFG_SECONDS, .min = 0, .max = 86400, .desc = "commit at least this often (seconds)"};
+static const cfg_node n_commit_retry = {.type = CFG_SECONDS, .min = 0, .max = 604800};
+static const cfg_node n_commit_retry_wait = {
+    .type = CFG_SECONDS, .min = 0, .max = 3600, .def = "60"};
 
 /* ------------------------------------------------------------------------------------------------
  * source.json
@@ -338,6 +341,11 @@ static const cfg_prop p_dest_commit[] = {
     {"interval_seconds", &n_commit_interval, DST(commit.interval_ms), 0, NULL, "default 10"},
     {"max_bytes", &n_size, DST(commit.max_bytes), 0, NULL,
      "commit when a table buffers this much (default 64MiB)"},
+    {"retry_timeout_seconds", &n_commit_retry, DST(commit_retry_timeout_ms), 0, NULL,
+     "how long a commit the catalog refuses is retried (default 300 for a catch-up run, no "
+     "limit with --follow; 0 = no limit)"},
+    {"retry_max_wait_seconds", &n_commit_retry_wait, DST(commit_retry_max_wait_ms), 0, NULL,
+     "longest wait between two commit attempts (default 60)"},
     {NULL, NULL, 0, 0, NULL, NULL},
 };
 static const cfg_node n_dest_commit = {

@@ -9,10 +9,11 @@
 #include <string.h>
 #include <time.h>
 
-#define COMMIT_ATTEMPTS                8 /* failures other than conflicts before giving up */
 #define COMMIT_BACKOFF_MIN_MS          50
-#define COMMIT_BACKOFF_MAX_MS          2000
-#define COMMIT_CONFLICT_BUDGET_MS      120000 /* how long to keep retrying after conflicts */
+#define COMMIT_CATCHUP_RETRY_MS        300000  /* commit.retry_timeout_seconds unset, catch-up */
+#define COMMIT_RETRY_AFTER_MAX_MS      3600000 /* a longer Retry-After is taken as an hour */
+#define COMMIT_WAIT_SLICE_MS           250     /* a stop is noticed this soon during a wait */
+#define COMMIT_CONFLICT_BUDGET_MS      120000  /* how long to keep retrying after conflicts */
 #define COMMIT_CONFLICT_BACKOFF_MAX_MS 500
 #define MERGE_MANIFESTS_AT             100
 #define BUFFER_KEEP_MIN                ((size_t)4 << 20) /* a flushed buffer this small is kept */
@@ -147,58 +148,238 @@ static firn_rc reload(firn__table *t, firn_err *err)
 }
 
 /* A random wait in [max_ms / 2, max_ms]: writers that lost a race must not retry in step. */
-static int jitter_ms(int max_ms)
+static int64_t jitter_ms(int64_t max_ms)
 {
     uint8_t r[16];
-    uint32_t v;
+    uint64_t v;
     firn_uuid_v4(r);
     memcpy(&v, r, sizeof(v));
-    return max_ms / 2 + (int)(v % (uint32_t)(max_ms / 2 + 1));
+    return max_ms / 2 + (int64_t)(v % (uint64_t)(max_ms / 2 + 1));
+}
+
+/* ---- catalog outages ---------------------------------------------------------------------- */
+
+/* Guards the outage counters of every table: the committing thread (a backfill worker, the CDC
+ * loop) writes them, the stats file reads them. */
+static pthread_mutex_t outage_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void firn__table_outage(const firn__table *t, firn__outage_stats *out)
+{
+    pthread_mutex_lock(&outage_mu);
+    out->outages = t->catalog_outages;
+    int64_t ns = t->outage_ns;
+    if (t->outage_since_ns)
+        ns += firn_monotonic_ns() - t->outage_since_ns;
+    out->seconds = (double)ns / 1e9;
+    out->since_us = t->outage_since_ns ? t->outage_since_us : 0;
+    snprintf(out->last_error, sizeof(out->last_error), "%s", t->last_catalog_error);
+    pthread_mutex_unlock(&outage_mu);
+}
+
+/* The retries of one commit while the catalog refuses it (HTTP 429/5xx, unreachable, a reply
+ * lost): an outage from its first failure to the attempt that lands or the last one. */
+typedef struct outage {
+    firn__table *t;
+    int64_t start_ns; /* first failure, 0: none yet */
+    int64_t limit_ms; /* how long to keep trying, 0: no limit */
+    int64_t cap_ms;   /* longest wait between two attempts */
+    int64_t backoff_ms;
+    int failures;
+} outage;
+
+static void outage_init(outage *o, firn__table *t)
+{
+    const firn__engine *e = t->eng;
+    const firn_destination_config *d = &e->cfg->destination;
+    bool follow = e->opts && e->opts->follow;
+    memset(o, 0, sizeof(*o));
+    o->t = t;
+    o->limit_ms = d->commit_retry_timeout_ms >= 0 ? d->commit_retry_timeout_ms
+                  : follow                        ? 0
+                                                  : COMMIT_CATCHUP_RETRY_MS;
+    o->cap_ms = d->commit_retry_max_wait_ms > 0 ? d->commit_retry_max_wait_ms : 60000;
+    o->backoff_ms = COMMIT_BACKOFF_MIN_MS;
+}
+
+static bool stop_requested(const firn__table *t)
+{
+    const firn_sync_options *opts = t->eng->opts;
+    return opts && opts->stop && *opts->stop;
+}
+
+/* Sleeps ms in slices, ending early on a stop; the stats file stays fresh meanwhile. */
+static bool wait_or_stop(firn__table *t, int64_t ms)
+{
+    int64_t end = firn_monotonic_ns() + ms * 1000000;
+    for (;;) {
+        if (stop_requested(t))
+            return false;
+        int64_t left = (end - firn_monotonic_ns()) / 1000000;
+        if (left <= 0)
+            return true;
+        firn_sleep_ms((long)(left < COMMIT_WAIT_SLICE_MS ? left : COMMIT_WAIT_SLICE_MS));
+        firn__stats_refresh(t->eng);
+    }
+}
+
+static void note_error(firn__table *t, const firn_err *err, firn_rc rc)
+{
+    snprintf(t->last_catalog_error, sizeof(t->last_catalog_error), "%s",
+             err && err->msg[0] ? err->msg : firn_rc_message(rc));
+}
+
+/* After failure rc (err says more) of attempt `attempt`: logs the start of the outage once,
+ * then waits before the next attempt (capped exponential backoff with jitter, no sooner than the
+ * server's Retry-After, no later than the limit). FIRN_OK: try again; rc when the limit passed
+ * (err says how long firn tried); FIRN_ERR_CANCELLED when a stop was requested. */
+static firn_rc outage_wait(outage *o, int attempt, firn_rc rc, firn_err *err)
+{
+    firn__table *t = o->t;
+    int64_t now = firn_monotonic_ns();
+    o->failures++;
+    pthread_mutex_lock(&outage_mu);
+    if (!o->start_ns) {
+        o->start_ns = now;
+        t->catalog_outages++;
+        t->outage_since_ns = now;
+        t->outage_since_us = firn_now_us();
+    }
+    note_error(t, err, rc);
+    pthread_mutex_unlock(&outage_mu);
+    char limit[96];
+    if (o->limit_ms)
+        snprintf(limit, sizeof(limit), "for up to %.0f s (commit.retry_timeout_seconds)",
+                 (double)o->limit_ms / 1000);
+    else
+        snprintf(limit, sizeof(limit), "until it accepts them");
+    if (o->failures == 1)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\": catalog outage: the commit failed (%s); retrying %s, waiting up "
+                 "to %.0f s between attempts (or what Retry-After says); nothing uncommitted is "
+                 "acknowledged meanwhile",
+                 t->display, err && err->msg[0] ? err->msg : firn_rc_message(rc), limit,
+                 (double)o->cap_ms / 1000);
+    int64_t spent_ms = (now - o->start_ns) / 1000000;
+    if (o->limit_ms && spent_ms >= o->limit_ms) {
+        firn_err_context(err,
+                         "the catalog refused %d commit attempts over %.0f s "
+                         "(commit.retry_timeout_seconds); nothing uncommitted was acknowledged: "
+                         "run firn sync again once it accepts commits",
+                         o->failures, (double)spent_ms / 1000);
+        return rc;
+    }
+    int64_t wait = jitter_ms(o->backoff_ms);
+    int64_t hint = err ? err->retry_after_ms : 0;
+    if (hint > COMMIT_RETRY_AFTER_MAX_MS)
+        hint = COMMIT_RETRY_AFTER_MAX_MS;
+    if (hint > wait)
+        wait = hint;
+    if (o->limit_ms && spent_ms + wait > o->limit_ms)
+        wait = o->limit_ms - spent_ms; /* one last attempt at the limit */
+    FIRN_LOG(FIRN_LOG_DEBUG, "engine",
+             "table \"%s\": commit attempt %d failed (%s), retrying in %lld ms%s", t->display,
+             attempt, err && err->msg[0] ? err->msg : firn_rc_message(rc), (long long)wait,
+             hint > 0 ? " (Retry-After)" : "");
+    o->backoff_ms = o->backoff_ms * 2 > o->cap_ms ? o->cap_ms : o->backoff_ms * 2;
+    if (!wait_or_stop(t, wait))
+        return firn_err_set(err, FIRN_ERR_CANCELLED,
+                            "stopped while the catalog refused commits to table \"%s\"; nothing "
+                            "uncommitted was acknowledged",
+                            t->display);
+    return FIRN_OK;
+}
+
+/* The commit's outcome: ends the outage it met, if any (one line with its duration). */
+static void outage_end(outage *o, bool landed)
+{
+    if (!o->start_ns)
+        return;
+    firn__table *t = o->t;
+    int64_t now = firn_monotonic_ns();
+    pthread_mutex_lock(&outage_mu);
+    t->outage_ns += now - o->start_ns;
+    t->outage_since_ns = 0;
+    pthread_mutex_unlock(&outage_mu);
+    if (landed)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\": catalog outage over after %.1f s: the commit landed after %d "
+                 "failed attempt%s",
+                 t->display, (double)(now - o->start_ns) / 1e9, o->failures,
+                 o->failures == 1 ? "" : "s");
+    else
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table \"%s\": catalog outage: gave up after %.1f s and %d failed attempt%s",
+                 t->display, (double)(now - o->start_ns) / 1e9, o->failures,
+                 o->failures == 1 ? "" : "s");
+    o->start_ns = 0;
+}
+
+/* A failure a commit is retried after while the catalog refuses commits. */
+static bool outage_error(firn_rc rc)
+{
+    return rc == FIRN_ERR_UNKNOWN_OUTCOME || (firn_rc_is_transient(rc) && rc != FIRN_ERR_CONFLICT);
 }
 
 /* Commits q, retrying on the new parent after a conflict (another writer committed: keep going
- * for up to COMMIT_CONFLICT_BUDGET_MS, so a busy table cannot starve this writer) and after
- * transient errors or an unknown outcome (up to COMMIT_ATTEMPTS failures). Never retries
+ * for up to COMMIT_CONFLICT_BUDGET_MS, so a busy table cannot starve this writer) and while the
+ * catalog refuses commits (transient errors, unknown outcomes: outage_wait). Never retries
  * blindly: reloads and looks for commit_id first. */
 static firn_rc
 commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_err *err)
 {
     int64_t t0 = firn_monotonic_ns();
-    int failures = 0, backoff_ms = COMMIT_BACKOFF_MIN_MS;
+    int64_t conflict_backoff_ms = COMMIT_BACKOFF_MIN_MS;
+    outage o;
+    outage_init(&o, t);
+    firn_rc rc;
     for (int attempt = 1;; attempt++) {
-        firn_rc rc = commit_once(t, q, err);
+        rc = commit_once(t, q, err);
         if (rc == FIRN_OK)
-            return FIRN_OK;
+            break;
         if (rc != FIRN_ERR_UNKNOWN_OUTCOME && !firn_rc_is_transient(rc))
-            return rc;
+            break;
         firn_err lerr = {0};
-        if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id))
-            return FIRN_OK;
+        if (reload(t, &lerr) == FIRN_OK && has_commit(t->cat.metadata, commit_id)) {
+            rc = FIRN_OK;
+            break;
+        }
         bool conflict = rc == FIRN_ERR_CONFLICT;
-        if (conflict && q->replace)
-            return firn_err_set(err, FIRN_ERR_CONFLICT,
-                                "table \"%s\" was changed by another writer during a rewrite",
-                                t->display);
+        if (conflict && q->replace) {
+            rc = firn_err_set(err, FIRN_ERR_CONFLICT,
+                              "table \"%s\" was changed by another writer during a rewrite",
+                              t->display);
+            break;
+        }
         if (conflict && q->index_bound) {
             /* The deletes were computed from the key index at the old parent: the caller
              * rebuilds it and computes them again (flush_upsert). */
             FIRN_LOG(FIRN_LOG_INFO, "engine",
                      "table \"%s\": commit attempt %d failed (%s), computing deletes again",
                      t->display, attempt, err ? err->msg : firn_rc_message(rc));
-            return firn_err_set(err, FIRN_ERR_CONFLICT,
-                                "table \"%s\" was changed by another writer", t->display);
+            rc = firn_err_set(err, FIRN_ERR_CONFLICT, "table \"%s\" was changed by another writer",
+                              t->display);
+            break;
         }
-        int64_t spent_ms = (firn_monotonic_ns() - t0) / 1000000;
-        if (conflict ? spent_ms >= COMMIT_CONFLICT_BUDGET_MS : ++failures >= COMMIT_ATTEMPTS)
-            return rc;
-        FIRN_LOG(conflict ? FIRN_LOG_INFO : FIRN_LOG_WARN, "engine",
-                 "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
-                 err ? err->msg : firn_rc_message(rc));
         firn__metrics_commit_retry(t, rc);
-        firn_sleep_ms(jitter_ms(backoff_ms));
-        int cap = conflict ? COMMIT_CONFLICT_BACKOFF_MAX_MS : COMMIT_BACKOFF_MAX_MS;
-        backoff_ms = backoff_ms * 2 > cap ? cap : backoff_ms * 2;
+        if (!conflict) {
+            firn_rc wrc = outage_wait(&o, attempt, rc, err);
+            if (wrc) {
+                rc = wrc;
+                break;
+            }
+            continue;
+        }
+        if ((firn_monotonic_ns() - t0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS)
+            break;
+        FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": commit attempt %d failed (%s), retrying",
+                 t->display, attempt, err ? err->msg : firn_rc_message(rc));
+        firn_sleep_ms((long)jitter_ms(conflict_backoff_ms));
+        conflict_backoff_ms = conflict_backoff_ms * 2 > COMMIT_CONFLICT_BACKOFF_MAX_MS
+                                  ? COMMIT_CONFLICT_BACKOFF_MAX_MS
+                                  : conflict_backoff_ms * 2;
     }
+    outage_end(&o, rc == FIRN_OK);
+    return rc;
 }
 
 firn_rc firn__table_meta_commit(firn__table *t,
@@ -206,21 +387,37 @@ firn_rc firn__table_meta_commit(firn__table *t,
                                 void *ctx,
                                 firn_err *err)
 {
-    int backoff_ms = COMMIT_BACKOFF_MIN_MS;
+    int64_t t0 = firn_monotonic_ns();
+    int64_t conflict_backoff_ms = COMMIT_BACKOFF_MIN_MS;
+    outage o;
+    outage_init(&o, t);
+    firn_rc rc;
     for (int attempt = 1;; attempt++) {
-        firn_rc rc = apply(t, ctx, err);
-        bool retry =
-            rc == FIRN_ERR_UNKNOWN_OUTCOME || rc == FIRN_ERR_CONFLICT || firn_rc_is_transient(rc);
-        if (rc == FIRN_OK || !retry || attempt >= COMMIT_ATTEMPTS)
-            return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
-        FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": commit attempt %d failed (%s), retrying",
-                 t->display, attempt, err ? err->msg : firn_rc_message(rc));
-        firn_sleep_ms(jitter_ms(backoff_ms));
-        backoff_ms =
-            backoff_ms * 2 > COMMIT_BACKOFF_MAX_MS ? COMMIT_BACKOFF_MAX_MS : backoff_ms * 2;
+        rc = apply(t, ctx, err);
+        if (rc == FIRN_OK || (rc != FIRN_ERR_CONFLICT && !outage_error(rc)))
+            break;
+        if (rc == FIRN_ERR_CONFLICT) {
+            if ((firn_monotonic_ns() - t0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS)
+                break;
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
+                     err ? err->msg : firn_rc_message(rc));
+            firn_sleep_ms((long)jitter_ms(conflict_backoff_ms));
+            conflict_backoff_ms = conflict_backoff_ms * 2 > COMMIT_CONFLICT_BACKOFF_MAX_MS
+                                      ? COMMIT_CONFLICT_BACKOFF_MAX_MS
+                                      : conflict_backoff_ms * 2;
+        } else {
+            firn_rc wrc = outage_wait(&o, attempt, rc, err);
+            if (wrc) {
+                rc = wrc;
+                break;
+            }
+        }
         firn_err lerr = {0};
         firn_rc_ignore(reload(t, &lerr)); /* failed: apply works from the metadata it has */
     }
+    outage_end(&o, rc == FIRN_OK);
+    return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
 }
 
 static firn_rc commit_req_run(firn__table *t, commit_req q, uint64_t lsn, firn_err *err);
@@ -627,7 +824,7 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
          * files it added, so the index takes them in and the deletes are computed again.
          * Deletion-vector tables rebuild it whole. */
         drop_deletes(&o, n_data, &dvs);
-        firn_sleep_ms(jitter_ms(backoff_ms));
+        firn_sleep_ms((long)jitter_ms(backoff_ms));
         backoff_ms = backoff_ms * 2 > COMMIT_CONFLICT_BACKOFF_MAX_MS
                          ? COMMIT_CONFLICT_BACKOFF_MAX_MS
                          : backoff_ms * 2;

@@ -16,6 +16,7 @@
 #define STATS_EVERY_NS (5 * 1000000000LL)
 
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
+static const char *last_phase; /* of the last firn__stats_write (static strings), under stats_mu */
 
 /* An LSN as PostgreSQL prints it (X/X); null for 0, "nothing yet". */
 static json_t *lsn_json(uint64_t lsn)
@@ -185,6 +186,15 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
     const firn_stream_state *st =
         firn_state_stream(&e->state, t->stream->namespace, t->stream->name, false);
     json_object_set_new(o, "last_commit_at", time_json(st ? st->last_commit_us : 0));
+    /* commits the catalog refused for a while (retried until they landed or firn gave up) */
+    firn__outage_stats out;
+    firn__table_outage(t, &out);
+    json_object_set_new(o, "catalog_outages", json_integer((json_int_t)out.outages));
+    json_object_set_new(o, "catalog_outage_seconds", json_real(out.seconds));
+    if (out.since_us)
+        json_object_set_new(o, "catalog_outage_since", time_json(out.since_us));
+    json_object_set_new(o, "last_catalog_error",
+                        out.last_error[0] ? json_string(out.last_error) : json_null());
     json_object_set_new(o, "backfill", backfill_json(t, rows, secs));
     return o;
 }
@@ -273,6 +283,7 @@ void firn__stats_write(firn__engine *e, const char *phase, bool force)
     bool due = force || now - e->stats_ns >= STATS_EVERY_NS;
     if (due)
         e->stats_ns = now;
+    last_phase = phase;
     pthread_mutex_unlock(&stats_mu);
     if (!due)
         return;
@@ -288,4 +299,13 @@ void firn__stats_write(firn__engine *e, const char *phase, bool force)
         FIRN_LOG(FIRN_LOG_WARN, "engine", "could not write the stats file: %s", err.msg);
     pthread_mutex_unlock(&stats_mu);
     firn_free(text);
+}
+
+void firn__stats_refresh(firn__engine *e)
+{
+    pthread_mutex_lock(&stats_mu);
+    const char *phase = last_phase;
+    pthread_mutex_unlock(&stats_mu);
+    if (phase)
+        firn__stats_write(e, phase, false);
 }

@@ -462,8 +462,15 @@ typedef struct firn__table {
                               again from the data files, not loaded */
     firn_strlist left_out; /* source columns the stream's `columns` / `sync_new_columns` leave
                               out: CDC drops their values (eng_columns.c) */
-    size_t metrics_slot;   /* 1 + its entry in the engine's metrics, 0: none yet (guarded by
-                              the metrics' lock) */
+    /* Catalog outages met by this table's commits (eng_commit.c, under its own lock; read with
+     * firn__table_outage): */
+    uint64_t catalog_outages;                  /* commits the catalog refused at least once */
+    int64_t outage_ns;                         /* time spent in the outages that ended */
+    int64_t outage_since_ns;                   /* monotonic start of the ongoing one, 0: none */
+    int64_t outage_since_us;                   /* its wall-clock start */
+    char last_catalog_error[FIRN_ERR_MSG_MAX]; /* the catalog's last refusal, "" = none */
+    size_t metrics_slot;        /* 1 + its entry in the engine's metrics, 0: none yet (guarded by
+                                   the metrics' lock) */
     firn_strlist rename_from;   /* columns renamed on the source (old names) and their new names: */
     firn_strlist rename_to;     /* the next schema commit renames the Iceberg fields (same ids) */
     uint32_t expire_commits;    /* commits since expiry last planned (eng_expire.c) */
@@ -807,10 +814,10 @@ void firn__table_share_free(firn__table *t);
 /** Runs apply(t, ctx, err) — a metadata-only change (table properties) built from
  * t->cat.metadata and committed with firn_catalog_commit, t->cat taken from the reply — and,
  * after a transient error (HTTP 429/5xx, a dropped connection), an unknown outcome or a
- * conflict, reloads the table and runs it again (up to 8 attempts, backoff 50 ms to 2 s with
- * jitter, each retry logged as a warning). apply must be idempotent against the reloaded
- * metadata: a change that already took effect (its reply lost) is then found there and not made
- * twice. Returns apply's last result. */
+ * conflict, reloads the table and runs it again: as firn__table_commit retries (a refusing
+ * catalog for up to commit.retry_timeout_seconds, conflicts for two minutes). apply must be
+ * idempotent against the reloaded metadata: a change that already took effect (its reply lost)
+ * is then found there and not made twice. Returns apply's last result. */
 FIRN_MUST_CHECK firn_rc firn__table_meta_commit(firn__table *t,
                                                 firn_rc (*apply)(firn__table *t,
                                                                  void *ctx,
@@ -820,9 +827,14 @@ FIRN_MUST_CHECK firn_rc firn__table_meta_commit(firn__table *t,
 /** Commits one snapshot to t: added data files, added delete files, removed files (paths) or
  * truncate, with firn.lsn = lsn (0: keep the previous value) and extra (NULL or more keys).
  * Retries on conflicts (reload, rebuild the manifest list on the new parent; for up to two
- * minutes with jittered backoff, so a table other writers keep busy cannot starve it), and up
- * to 8 times on other transient errors; on an unknown outcome reloads and looks for the commit
- * id. Updates t->cat and t->committed_lsn. */
+ * minutes with jittered backoff, so a table other writers keep busy cannot starve it), and while
+ * the catalog refuses commits (HTTP 429/5xx, unreachable, lost replies: a catalog outage) with
+ * capped exponential backoff and jitter, no sooner than a Retry-After, for up to
+ * commit.retry_timeout_seconds (default 300 s for a catch-up run, no limit under --follow); the
+ * outage is logged once when it starts and once when it ends, and counted for stats.json. Before
+ * each retry it reloads and looks for the commit id (an unknown outcome is never committed
+ * twice). A stop requested meanwhile ends the wait with FIRN_ERR_CANCELLED. Updates t->cat and
+ * t->committed_lsn. */
 FIRN_MUST_CHECK firn_rc firn__table_commit(firn__table *t,
                                            const firn_data_file *data,
                                            size_t n_data,
@@ -1134,6 +1146,20 @@ FIRN_MUST_CHECK firn_rc firn__engine_open_destination(const firn_destination_con
                                                       bool *out_io_owned,
                                                       firn_err *err);
 
+/** A table's catalog outages as firn__table_outage reads them. */
+typedef struct firn__outage_stats {
+    uint64_t outages;                  /* commits the catalog refused at least once */
+    double seconds;                    /* time spent in them, the ongoing one included */
+    int64_t since_us;                  /* wall-clock start of the ongoing one, 0: none */
+    char last_error[FIRN_ERR_MSG_MAX]; /* the catalog's last refusal, "" = none */
+} firn__outage_stats;
+
+/** Copies t's catalog-outage counters into *out (thread-safe against the committing thread). */
+void firn__table_outage(const firn__table *t, firn__outage_stats *out);
+
+/** firn__stats_write with the phase of the last write, when the last write is 5 s old: for a
+ * wait inside a phase (a commit retried while the catalog refuses commits). */
+void firn__stats_refresh(firn__engine *e);
 /** Replaces the stats file (stats.json next to the state file; nothing without a state file)
  * when force or when the last write is 5 s old; phase names what the run does ("backfill",
  * "cdc", "reconnecting", "finished", "stopped", "failed"). Never fails (a write error is logged).

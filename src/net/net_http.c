@@ -523,6 +523,10 @@ static firn_rc classify(const firn_http_request *req, const attempt *a, CURLcode
         body_snippet(&a->resp->body, snippet, sizeof(snippet));
         firn_rc_ignore(firn_err_set(err, rc, "%s \"%s\" failed with HTTP %ld%s%s", method, u,
                                     a->resp->status, snippet[0] ? ": " : "", snippet));
+        long ra = firn__http_retry_after_ms(firn_http_headers_get(&a->resp->headers, "Retry-After"),
+                                            time(NULL));
+        if (err && ra > 0)
+            err->retry_after_ms = ra;
     }
     return rc;
 }

@@ -53,6 +53,7 @@ void firn_err_clear(firn_err *err)
     err->code = FIRN_OK;
     err->sys_errno = 0;
     err->fault = 0;
+    err->retry_after_ms = 0;
     err->msg[0] = '\0';
 }
 
@@ -93,6 +94,7 @@ static void err_vset(firn_err *err, firn_rc rc, int sys_errno, const char *fmt, 
     err->code = rc;
     err->sys_errno = sys_errno;
     err->fault = 0;
+    err->retry_after_ms = 0;
     int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
     if (n < 0)
         snprintf(err->msg, sizeof(err->msg), "%s", firn_rc_message(rc));

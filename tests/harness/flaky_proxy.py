@@ -7,12 +7,14 @@ answering, before the request reaches the server. Only loopback traffic, bounded
     proxy = FlakyProxy("http://127.0.0.1:7070", fail_every=3).start()
     ... point the client at proxy.url ...
     proxy.stop(); proxy.log  # [(method, path, status or "drop"), ...]
+    proxy.timed  # the same with the time each request arrived: [(monotonic, method, path, ...)]
 """
 
 from __future__ import annotations
 
 import http.client
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -22,7 +24,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding
 
 class FlakyProxy:
     """fail_every=N: the Nth, 2Nth, ... request fails; faults cycle through `faults`: "503",
-    "503-retry-after", "drop" (close without forwarding), "lost-reply" (forward, then close
+    "503-retry-after" (Retry-After: 1), "503-retry-after=<seconds>", "429",
+    "429-retry-after=<seconds>", "drop" (close without forwarding), "lost-reply" (forward, then close
     without answering: the server acted but the client cannot know) and "404-no-such-upload"
     (what S3 answers a repeated multipart complete once the upload is gone). `rule(method, path)`, when
     given, decides instead: it returns a fault name or None for each request."""
@@ -35,6 +38,7 @@ class FlakyProxy:
         self.faults = faults
         self.rule = rule
         self.log: list[tuple[str, str, object]] = []
+        self.timed: list[tuple[float, str, str, object]] = []
         self.count = 0
         self._failures = 0
         self._lock = threading.Lock()
@@ -49,6 +53,11 @@ class FlakyProxy:
     def stop(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def _record(self, at: float, method: str, path: str, status: object) -> None:
+        with self._lock:
+            self.log.append((method, path, status))
+            self.timed.append((at, method, path, status))
 
     def _next_fault(self, method: str, path: str) -> str | None:
         with self._lock:
@@ -71,13 +80,14 @@ class FlakyProxy:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length", "0") or 0)
                 body = self.rfile.read(length) if length else b""
+                at = time.monotonic()
                 fault = proxy._next_fault(self.command, self.path)
                 if fault == "drop":
-                    proxy.log.append((self.command, self.path, "drop"))
+                    proxy._record(at, self.command, self.path, "drop")
                     self.close_connection = True
                     return
                 if fault == "404-no-such-upload":
-                    proxy.log.append((self.command, self.path, 404))
+                    proxy._record(at, self.command, self.path, 404)
                     msg = b"<Error><Code>NoSuchUpload</Code><Message>injected</Message></Error>"
                     self.send_response(404)
                     self.send_header("Content-Length", str(len(msg)))
@@ -85,11 +95,14 @@ class FlakyProxy:
                     self.wfile.write(msg)
                     return
                 if fault and fault != "lost-reply":
-                    proxy.log.append((self.command, self.path, 503))
+                    status = 429 if fault.startswith("429") else 503
+                    proxy._record(at, self.command, self.path, status)
                     msg = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
-                    self.send_response(503)
+                    self.send_response(status)
                     if fault == "503-retry-after":
                         self.send_header("Retry-After", "1")
+                    elif "-retry-after=" in fault:
+                        self.send_header("Retry-After", fault.split("=", 1)[1])
                     self.send_header("Content-Length", str(len(msg)))
                     self.end_headers()
                     if self.command != "HEAD":
@@ -102,11 +115,11 @@ class FlakyProxy:
                 resp = conn.getresponse()
                 data = resp.read()
                 if fault == "lost-reply":
-                    proxy.log.append((self.command, self.path, "lost-reply"))
+                    proxy._record(at, self.command, self.path, "lost-reply")
                     conn.close()
                     self.close_connection = True
                     return
-                proxy.log.append((self.command, self.path, resp.status))
+                proxy._record(at, self.command, self.path, resp.status)
                 self.send_response(resp.status)
                 head = self.command == "HEAD"
                 for k, v in resp.getheaders():

@@ -219,7 +219,11 @@ def test_commit_faults_through_proxy(firn_job, rest_catalog):
     assert posts == [503, 200, "lost-reply"], proxy.log
     assert any(m == "GET" and s == 503 for m, _p, s in proxy.log), proxy.log
     log1 = (job.workdir / "sync-1.log").read_text()
-    assert "commit attempt 1 failed" in log1, log1[-3000:]
+    assert log1.count("catalog outage: the commit failed") == 1, log1[-3000:]
+    assert "catalog outage over after" in log1 and "landed after 1 failed attempt" in log1, \
+        log1[-3000:]
+    log2 = (job.workdir / "sync-2.log").read_text()  # the lost reply: found at once, no outage
+    assert "catalog outage" not in log2, log2[-3000:]
 
     tbl = loc.pyiceberg().load_table(job.table("t1"))
     ours = firn_snapshots(tbl)
@@ -260,7 +264,8 @@ def test_metadata_commit_retried_after_503_and_lost_reply(firn_job, rest_catalog
     posts = [s for m, p, s in proxy.log if m == "POST" and commit_re.match(p)]
     assert posts == [503, "lost-reply"], proxy.log
     log1 = (job.workdir / "sync-1.log").read_text()
-    assert "commit attempt 1 failed" in log1 and "commit attempt 2 failed" in log1, log1[-3000:]
+    assert log1.count("catalog outage: the commit failed") == 1, log1[-3000:]
+    assert "landed after 2 failed attempts" in log1, log1[-3000:]
     tbl = loc.pyiceberg().load_table(job.table("t0"))
     assert tbl.properties.get("firn.backfill") == "done", tbl.properties
     assert tbl.scan().to_arrow().num_rows == 0
@@ -299,7 +304,8 @@ def test_schema_commit_retried_after_503_and_lost_reply(firn_job, rest_catalog):
     posts = [s for m, p, s in proxy.log[start:] if m == "POST" and commit_re.match(p)]
     assert posts[:3] == [503, "lost-reply", 200], proxy.log[start:]
     log = (job.workdir / "sync-2.log").read_text()
-    assert "commit attempt 1 failed" in log and "commit attempt 2 failed" in log, log[-3000:]
+    assert log.count("catalog outage: the commit failed") == 1, log[-3000:]
+    assert "landed after 2 failed attempts" in log, log[-3000:]
     tbl = loc.pyiceberg().load_table(job.table("t1"))
     names = [f.name for f in tbl.schema().fields]
     assert names.count("w") == 1 and names[:3] == ["id", "v", "n"], names

@@ -162,6 +162,8 @@ T_TEST(firn_files_load)
     T_EQ_UINT(d->target_file_bytes, 256u << 20);
     T_EQ_INT(d->commit.interval_ms, 5000);
     T_EQ_UINT(d->commit.max_bytes, 32u << 20);
+    T_EQ_INT(d->commit_retry_timeout_ms, -1); /* unset: 300 s catch-up, no limit --follow */
+    T_EQ_INT(d->commit_retry_max_wait_ms, 60000);
     T_EQ_UINT(d->memory_limit_bytes, 512u << 20);
     T_EQ_INT(d->log_format, 1);
     T_FALSE(d->storage.path_style);
@@ -227,6 +229,13 @@ T_TEST(bad_values_name_path_and_type)
     T_CONFIG_ERROR("destination", "{\"commit\": {\"max_bytes\": \"lots\"}}",
                    "destination.json: \"commit.max_bytes\" must be a size such as 1048576 or "
                    "\"64MiB\"");
+    T_CONFIG_ERROR("destination", "{\"commit\": {\"retry_timeout_seconds\": -1}}",
+                   "destination.json: \"commit.retry_timeout_seconds\" must be between 0 and "
+                   "604800 seconds");
+    T_CONFIG_ERROR("destination",
+                   "{\"catalog\": {\"type\": \"sql\", \"uri\": \"sqlite:///c.db\", "
+                   "\"warehouse\": \"/w\"}, \"commit\": {\"retry_max_wait_seconds\": 0.05}}",
+                   "destination.json: \"commit.retry_max_wait_seconds\" must be at least 0.1");
     T_CONFIG_ERROR("destination", "{\"readers\": [\"duckdb\", 3]}",
                    "destination.json: \"readers[1]\" must be a string, got an integer");
     T_CONFIG_ERROR("destination", "{\"identifier_fields\": \"yes\"}",

@@ -110,6 +110,31 @@ T_TEST(not_idempotent_is_never_retried)
     fake_stop(s);
 }
 
+/* A request sent once hands the server's Retry-After (seconds here; an HTTP date goes through
+ * the same parser, backoff_and_retry_after_arithmetic) to the caller, whose own retries honour
+ * it; an error without one, and the next error, carry none. */
+T_TEST(retry_after_reaches_the_caller)
+{
+    fake_resp script[] = {{503, "Retry-After: 7\r\n", NULL, 0, false},
+                          {429, "Retry-After: 2\r\n", NULL, 0, false},
+                          {500, NULL, NULL, 0, false}};
+    fake_server *s = fake_start(script, 3);
+    firn_http *http = client(4, 0);
+    firn_http_response resp;
+    firn_http_response_init(&resp);
+    firn_err err = {0};
+    T_EQ_INT(get(http, s, FIRN_HTTP_POST, true, &resp, &err), FIRN_ERR_UNKNOWN_OUTCOME);
+    T_EQ_INT(err.retry_after_ms, 7000);
+    T_EQ_INT(get(http, s, FIRN_HTTP_POST, true, &resp, &err), FIRN_ERR_THROTTLED);
+    T_EQ_INT(err.retry_after_ms, 2000);
+    T_EQ_INT(get(http, s, FIRN_HTTP_POST, true, &resp, &err), FIRN_ERR_UNKNOWN_OUTCOME);
+    T_EQ_INT(err.retry_after_ms, 0);
+    T_EQ_INT(fake_requests(s), 3);
+    firn_http_response_deinit(&resp);
+    firn_http_free(http);
+    fake_stop(s);
+}
+
 T_TEST(client_errors_map_without_retry)
 {
     static const struct {
@@ -396,6 +421,7 @@ T_MAIN(T_CASE(retries_503_then_succeeds),
        T_CASE(gives_up_after_max_retries),
        T_CASE(retry_after_is_honoured),
        T_CASE(not_idempotent_is_never_retried),
+       T_CASE(retry_after_reaches_the_caller),
        T_CASE(client_errors_map_without_retry),
        T_CASE(timeouts_map_to_timeout_or_unknown),
        T_CASE(dropped_connection_is_retried),
