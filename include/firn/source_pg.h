@@ -293,6 +293,77 @@ FIRN_MUST_CHECK firn_rc firn_pg_publication_coverage(firn_pg_conn *c,
                                                      bool *out_exists,
                                                      bool *out_covered,
                                                      firn_err *err);
+/** Where a relation of the replication stream that is none of the known tables belongs now
+ * (firn_pg_leaf_place). */
+typedef struct firn_pg_place {
+    bool exists;     /* the relation exists now */
+    bool partition;  /* it is a partition now (pg_class.relispartition) */
+    bool published;  /* the publication carries it or one of its ancestors now */
+    size_t root;     /* index into roots of its nearest ancestor there; SIZE_MAX: none */
+    char *qualified; /* its quoted "schema"."name" now (owned; NULL when !exists) */
+} firn_pg_place;
+
+/** Places relation relid (a Relation message's oid) as the catalog of c has it now: walks
+ * pg_partition_ancestors(relid) from its parent up (any number of levels) and sets out->root to
+ * the index of the first ancestor found in roots (n_roots oids of partitioned tables); published
+ * tells whether publication `publication` (unquoted, borrowed) lists the relation or one of its
+ * ancestors. The catalog is the current one, not the one at the message's position: a partition
+ * detached or dropped since is no longer placed. out->qualified is owned by the caller
+ * (firn_free). FIRN_ERR_SOURCE on server errors (out then holds nothing to free). Not
+ * thread-safe per connection. */
+FIRN_MUST_CHECK firn_rc firn_pg_leaf_place(firn_pg_conn *c,
+                                           uint32_t relid,
+                                           const uint32_t *roots,
+                                           size_t n_roots,
+                                           const char *publication,
+                                           firn_pg_place *out,
+                                           firn_err *err);
+
+/** Sets *out to whether leaf partition leaf_oid (quoted name `qualified`, borrowed) of table
+ * root_oid holds rows it already had when it became part of root_oid: rows whose inserting
+ * transaction is older than the newest pg_inherits link on the leaf's way up to the root (an
+ * ATTACH PARTITION of a table that held rows; of a partitioned table whose leaves did), or the
+ * same transaction's earlier commands (cmin). PostgreSQL sends no change for such rows. A row
+ * updated since counts as new (its update was sent). A transaction older than the link that
+ * inserted after it counts as old (a false alarm, never a miss). Reads the leaf (a sequential
+ * scan that stops at the first such row). *out false when the leaf is not under root_oid now.
+ * FIRN_ERR_SOURCE on server errors. Not thread-safe per connection. */
+FIRN_MUST_CHECK firn_rc firn_pg_leaf_preattached(firn_pg_conn *c,
+                                                 uint32_t leaf_oid,
+                                                 const char *qualified,
+                                                 uint32_t root_oid,
+                                                 bool *out,
+                                                 firn_err *err);
+
+/** A leaf of a partitioned table now, with the age of the moment it became part of it. */
+typedef struct firn_pg_leaf_link {
+    uint32_t oid;
+    char *qualified; /* quoted "schema"."name" (owned) */
+    int64_t age;     /* age() in transactions of the newest pg_inherits link on its way up to
+                      * the root (2147483647 for a frozen link) */
+} firn_pg_leaf_link;
+
+/** The leaf partitions (relkind 'r', any level) of partitioned table root_oid as the catalog of
+ * c has them now, each with its link age (firn_pg_leaf_link); *out_xid_age gets age(xid) of
+ * transaction id `xid` (decimal text, borrowed; NULL: -1) measured in the same statement, so a
+ * leaf whose age is greater joined the root before that transaction started. *out (owned, n
+ * entries; free with firn_pg_leaf_links_free) is NULL when there is no leaf. FIRN_ERR_SOURCE on
+ * server errors. Not thread-safe per connection. */
+FIRN_MUST_CHECK firn_rc firn_pg_leaf_links(firn_pg_conn *c,
+                                           uint32_t root_oid,
+                                           const char *xid,
+                                           firn_pg_leaf_link **out,
+                                           size_t *n,
+                                           int64_t *out_xid_age,
+                                           firn_err *err);
+/** Frees n links of firn_pg_leaf_links (NULL accepted). */
+void firn_pg_leaf_links_free(firn_pg_leaf_link *links, size_t n);
+
+/** Registers leaf oid (quoted name `qualified`, copied) as one more leaf of t, as the leaves
+ * discovery found are: CDC then routes its changes to t's table. A leaf t already has is not
+ * added again. Not thread-safe (the CDC thread's). */
+void firn_pg_table_add_leaf(firn_pg_table *t, uint32_t oid, const char *qualified);
+
 /** Frees the catalog and its tables (NULL accepted). */
 void firn_pg_catalog_free(firn_pg_catalog *cat);
 /** Number of tables discovered. */

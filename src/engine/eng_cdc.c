@@ -30,6 +30,7 @@ typedef struct rel_map {
                            for in this run was added: the copy holds them (skipped) */
     bool mismatch;      /* differs from the table, read in a transaction the table holds (or
                            stale): taken into the table at its first change that is not */
+    bool noted;         /* what place_relation found was logged (once per relation and run) */
     int32_t *batch_col; /* per relation column: batch column, or -1 */
     uint16_t n_cols;
 } rel_map;
@@ -50,8 +51,61 @@ typedef struct cdc {
     uint64_t done_commit_lsn; /* commit LSN of the last transaction fully read */
     uint64_t txn_commit_lsn;
     int64_t txn_commit_us;
+    bool txn_in_copy; /* the transaction is visible in this run's copy (copy_snapshot) */
+    /* e->copy_snapshot parsed: transactions below xmin or below xmax and not in xip are in the
+     * copy of the tables copied in this run outside the slot's snapshot (have_copy). */
+    bool have_copy;
+    uint64_t copy_xmin, copy_xmax;
+    uint64_t *copy_xip;
+    size_t n_copy_xip;
     firn_buf scratch;
 } cdc;
+
+/* Parses e->copy_snapshot ("xmin:xmax:xip,xip,..."), if any, into c. */
+static firn_rc parse_copy_snapshot(cdc *c, firn_err *err)
+{
+    const char *s = c->e->copy_snapshot;
+    if (!s)
+        return FIRN_OK;
+    const char *a = strchr(s, ':');
+    const char *b = a ? strchr(a + 1, ':') : NULL;
+    if (!b)
+        return firn_err_set(err, FIRN_ERR_PARSE, "invalid snapshot \"%s\"", s);
+    FIRN_TRY(firn_parse_u64(s, (size_t)(a - s), &c->copy_xmin, err));
+    FIRN_TRY(firn_parse_u64(a + 1, (size_t)(b - a - 1), &c->copy_xmax, err));
+    for (const char *p = b + 1; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        uint64_t v = 0;
+        FIRN_TRY(firn_parse_u64(p, len, &v, err));
+        c->copy_xip = firn_reallocarray(c->copy_xip, c->n_copy_xip + 1, sizeof(uint64_t));
+        c->copy_xip[c->n_copy_xip++] = v;
+        p = end ? end + 1 : p + len;
+    }
+    c->have_copy = true;
+    return FIRN_OK;
+}
+
+/* True when transaction xid (32 bits, as the stream gives it) is visible in this run's copy
+ * outside the slot's snapshot: its changes are in the tables that copy took. The epoch is the
+ * one that puts xid nearest the snapshot's xmax. */
+static bool in_copy(const cdc *c, uint32_t xid)
+{
+    if (!c->have_copy)
+        return false;
+    uint64_t full = (c->copy_xmax & ~(uint64_t)0xffffffffu) | xid;
+    if (full > c->copy_xmax + ((uint64_t)1 << 31) && full >= ((uint64_t)1 << 32))
+        full -= (uint64_t)1 << 32;
+    if (full < c->copy_xmin)
+        return true;
+    if (full >= c->copy_xmax)
+        return false;
+    for (size_t i = 0; i < c->n_copy_xip; i++) {
+        if (c->copy_xip[i] == full)
+            return false;
+    }
+    return true;
+}
 
 static firn__table *table_named(firn__engine *e, const char *ns, const char *name)
 {
@@ -77,26 +131,39 @@ static firn__table *table_named(firn__engine *e, const char *ns, const char *nam
     return NULL;
 }
 
+/* How a Relation message found its table. */
+typedef enum rel_how {
+    REL_NONE = 0, /* no table: placed by the catalog (place_relation) */
+    REL_ROOT,     /* the table's own oid */
+    REL_LEAF,     /* the oid of a leaf partition of the table */
+    REL_NAMED,    /* the table's name or a leaf's (a table dropped and created again) */
+} rel_how;
+
 /* The table of a Relation message: the one whose source table (or one of its leaves) has the
- * relid, whatever the message calls it (a rename while streaming; *root: the table itself, not
- * a leaf), else the one of that name (a table dropped and created again keeps its stream). */
-static firn__table *table_of_rel(cdc *c, const firn_pgo_rel *rel, bool *root)
+ * relid, whatever the message calls it (a rename while streaming; REL_ROOT: the table itself,
+ * REL_LEAF: a leaf), else the one of that name (a table dropped and created again keeps its
+ * stream). */
+static firn__table *table_of_rel(cdc *c, const firn_pgo_rel *rel, rel_how *how)
 {
-    *root = false;
+    *how = REL_NONE;
     for (size_t i = 0; i < c->e->n_tables; i++) {
         firn__table *t = c->e->tables[i];
         if (!t->cdc)
             continue;
         if (t->pg->oid == rel->relid) {
-            *root = true;
+            *how = REL_ROOT;
             return t;
         }
         for (size_t l = 0; l < t->pg->n_leaves; l++) {
-            if (t->pg->leaves[l].oid == rel->relid)
+            if (t->pg->leaves[l].oid == rel->relid) {
+                *how = REL_LEAF;
                 return t;
+            }
         }
     }
-    return table_named(c->e, rel->nspname, rel->relname);
+    firn__table *t = table_named(c->e, rel->nspname, rel->relname);
+    *how = t ? REL_NAMED : REL_NONE;
+    return t;
 }
 
 static rel_map *rel_find(cdc *c, uint32_t relid)
@@ -521,6 +588,107 @@ static firn_rc settle_relation(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn
     return FIRN_OK;
 }
 
+/* The line of a stream stopped at a partition whose rows PostgreSQL never sent as changes. */
+static void preattached_why(const firn__table *t, const char *leaf, firn_err *why)
+{
+    firn_err_set(why, FIRN_ERR_SCHEMA,
+                 "partition %s was attached to table %s with rows it already held, which "
+                 "PostgreSQL does not send as changes: stream stopped, the slot keeps its "
+                 "changes; drop table \"%s\" and run firn sync to copy it again",
+                 leaf, t->pg->qualified, t->display);
+}
+
+/* A Relation message of a relation that is not one of the streams' tables (REL_NONE) or a leaf
+ * partition of one (REL_LEAF, m->table): where the catalog places it now. A partition created
+ * or attached while streaming (at any level under a streamed partitioned table) becomes a leaf
+ * of that table, so its changes go to the table's Iceberg table, unless it held rows when it
+ * was attached (PostgreSQL sends no change for those): then the table's stream stops. A known
+ * leaf that is no longer under its table (detached) takes no more changes, with a warning.
+ * Anything else is skipped with one line saying why (docs/cdc.md "Partitioned tables"). */
+static firn_rc place_relation(cdc *c, rel_map *m, const firn_pgo_rel *rel, firn_err *err)
+{
+    firn__engine *e = c->e;
+    firn__table *had = m->table;
+    uint32_t *roots = firn_calloc(e->n_tables ? e->n_tables : 1, sizeof(*roots));
+    firn__table **of = firn_calloc(e->n_tables ? e->n_tables : 1, sizeof(*of));
+    size_t n = 0;
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (t->cdc && !t->missing && t->pg->relkind == 'p') {
+            roots[n] = t->pg->oid;
+            of[n++] = t;
+        }
+    }
+    firn_pg_place pl;
+    firn_rc rc =
+        firn_pg_leaf_place(e->sql, rel->relid, roots, n, e->cfg->source.publication, &pl, err);
+    firn__table *t = rc == FIRN_OK && pl.root != SIZE_MAX ? of[pl.root] : NULL;
+    firn_free(roots);
+    firn_free(of);
+    if (rc)
+        return rc;
+    m->table = t;
+    if (t && t == had) {
+        firn_free(pl.qualified);
+        return FIRN_OK;
+    }
+    char name[2 * FIRN_PG_QUOTED_MAX + 2];
+    snprintf(name, sizeof(name), "%s", pl.qualified ? pl.qualified : "");
+    if (!pl.exists) {
+        char ns[FIRN_PG_QUOTED_MAX], rn[FIRN_PG_QUOTED_MAX];
+        snprintf(name, sizeof(name), "%s.%s", firn_pg_ident_text(ns, sizeof(ns), rel->nspname),
+                 firn_pg_ident_text(rn, sizeof(rn), rel->relname));
+    }
+    firn_free(pl.qualified);
+    if (had && !m->noted)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "partition %s is no longer a partition of table %s (detached or dropped): its "
+                 "changes from now on are not written to table \"%s\", and the rows it held "
+                 "stay there; to remove them, drop table \"%s\" and run firn sync to copy it "
+                 "again",
+                 name, had->pg->qualified, had->display, had->display);
+    if (t && !t->halted) {
+        bool pre = false;
+        FIRN_TRY(firn_pg_leaf_preattached(e->sql, rel->relid, name, t->pg->oid, &pre, err));
+        if (pre) {
+            firn_err why = {0};
+            preattached_why(t, name, &why);
+            m->noted = true;
+            return halt_table(c, t, &why, err);
+        }
+        firn_pg_table_add_leaf(t->pg, rel->relid, name);
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "partition %s of table %s is new since the start of the run: its changes go to "
+                 "table \"%s\"",
+                 name, t->pg->qualified, t->display);
+        m->noted = false;
+        return FIRN_OK;
+    }
+    if (t || m->noted || had) {
+        m->noted = true;
+        return FIRN_OK;
+    }
+    m->noted = true;
+    const char *pub = e->cfg->source.publication;
+    if (!pl.exists)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "changes of relation %s (oid %u), which no longer exists, are skipped: firn "
+                 "cannot tell which table they belong to (a partition dropped since: its rows "
+                 "left its table with it)",
+                 name, (unsigned)rel->relid);
+    else if (pl.published)
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "changes of table %s are skipped: publication \"%s\" carries it but no stream "
+                 "takes it",
+                 name, pub ? pub : "");
+    else
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "changes of table %s, which publication \"%s\" no longer carries, are skipped "
+                 "(a partition detached or a table taken out of the publication since)",
+                 name, pub ? pub : "");
+    return FIRN_OK;
+}
+
 /* A Relation message: (re)build the column map, taking an added column or a widened type into
  * the table first (evolve_live). Relation messages of changes made before the schema this run
  * started with are mapped too: a dropped column is skipped, a widened one decodes as its new
@@ -538,15 +706,17 @@ static firn_rc on_relation(cdc *c, const firn_pgo_event *ev, firn_err *err)
     }
     firn_free(m->batch_col);
     m->version = rel->version;
-    bool root = false;
-    m->table = table_of_rel(c, rel, &root);
+    rel_how how = REL_NONE;
+    m->table = table_of_rel(c, rel, &how);
     m->n_cols = rel->n_cols;
     m->batch_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
     m->mismatch = false;
+    if (how == REL_NONE || how == REL_LEAF)
+        FIRN_TRY(place_relation(c, m, rel, err));
     if (!m->table || m->table->halted)
         return FIRN_OK;
     firn__table *t = m->table;
-    if (root) {
+    if (how == REL_ROOT) {
         /* Its changes stop here, before any is read under a name the stream no longer has: the
          * next run takes them under the name the remedy gives (docs/cdc.md). Also in a
          * transaction the table holds: no other Relation message may come before its next
@@ -818,8 +988,8 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     if (!m || !m->table)
         return FIRN_OK;
     firn__table *t = m->table;
-    if (c->txn_commit_lsn <= t->committed_lsn)
-        return FIRN_OK; /* already in the table (exactly-once on restart) */
+    if (c->txn_commit_lsn <= t->committed_lsn || (t->copied && c->txn_in_copy))
+        return FIRN_OK; /* already in the table (exactly-once on restart; this run's copy) */
     /* The first change the table lacks of a relation described in a transaction it holds:
      * evolved now, before this change is counted (a flush of the rows before is a part). */
     if (m->mismatch && !m->stale && !t->halted)
@@ -982,17 +1152,82 @@ static firn_rc flush_due(cdc *c, int64_t now, firn_err *err)
     return rc;
 }
 
+/* For a TRUNCATE naming leaves of partitioned table t (relids, n): *out_leaf gets the quoted
+ * name of a leaf it left out that was part of t before transaction xid began (so it kept its
+ * rows: a TRUNCATE of some partitions only), "" when it truncated all of t. Leaves that joined
+ * t in that transaction or later count as truncated (a false alarm at worst, never a miss). */
+static firn_rc truncate_left_out(cdc *c,
+                                 const firn__table *t,
+                                 const uint32_t *relids,
+                                 uint32_t n,
+                                 uint32_t xid,
+                                 char *out_leaf,
+                                 size_t cap,
+                                 firn_err *err)
+{
+    out_leaf[0] = '\0';
+    for (uint32_t i = 0; i < n; i++) {
+        if (relids[i] == t->pg->oid)
+            return FIRN_OK; /* the table itself (publish_via_partition_root) */
+    }
+    char xid_s[16];
+    snprintf(xid_s, sizeof(xid_s), "%u", (unsigned)xid);
+    firn_pg_leaf_link *links = NULL;
+    size_t n_links = 0;
+    int64_t xid_age = -1;
+    FIRN_TRY(firn_pg_leaf_links(c->e->sql, t->pg->oid, xid_s, &links, &n_links, &xid_age, err));
+    for (size_t l = 0; l < n_links && !out_leaf[0]; l++) {
+        bool named = false;
+        for (uint32_t i = 0; i < n && !named; i++)
+            named = relids[i] == links[l].oid;
+        if (!named && (xid_age < 0 || links[l].age >= xid_age))
+            snprintf(out_leaf, cap, "%s", links[l].qualified);
+    }
+    firn_pg_leaf_links_free(links, n_links);
+    return FIRN_OK;
+}
+
 /* Truncate: replace each table's files by nothing. Its buffered rows (of this and earlier
  * transactions) are gone with it, so they are dropped, and nothing else is flushed: committing
  * other tables' rows of this unfinished transaction at the previous position would write them
- * twice when a crash replays the transaction. */
+ * twice when a crash replays the transaction. A partitioned table is named by its leaves (all
+ * of them for TRUNCATE of the table); a TRUNCATE of some of its partitions only stops its
+ * stream, since firn cannot tell which rows of the Iceberg table those held. */
 static firn_rc on_truncate(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
-    for (uint32_t i = 0; i < ev->msg->truncate.n_relids; i++) {
-        rel_map *m = rel_find(c, ev->msg->truncate.relids[i]);
+    const uint32_t *relids = ev->msg->truncate.relids;
+    const uint32_t n = ev->msg->truncate.n_relids;
+    for (uint32_t i = 0; i < n; i++) {
+        rel_map *m = rel_find(c, relids[i]);
         if (!m || !m->table || c->txn_commit_lsn <= m->table->committed_lsn || m->table->halted)
             continue;
         firn__table *t = m->table;
+        bool seen = false; /* one truncate per table, however many of its leaves it names */
+        for (uint32_t j = 0; j < i && !seen; j++) {
+            const rel_map *o = rel_find(c, relids[j]);
+            seen = o && o->table == t;
+        }
+        if (seen)
+            continue;
+        if (t->copied && c->txn_in_copy)
+            continue; /* in this run's copy: replayed, it would empty the copy */
+        /* Checked before the change is counted: a part the stop commits holds the changes
+         * before it, so a replay stops here again. */
+        char left[2 * FIRN_PG_QUOTED_MAX + 2] = "";
+        if (t->pg->relkind == 'p')
+            FIRN_TRY(truncate_left_out(c, t, relids, n, ev->xid, left, sizeof(left), err));
+        if (left[0]) {
+            firn_err why = {0};
+            firn_err_set(&why, FIRN_ERR_SCHEMA,
+                         "some partitions of table %s were truncated while partition %s was not "
+                         "(TRUNCATE of partitions, at %X/%X): firn cannot tell which rows of "
+                         "table \"%s\" they held: stream stopped, the slot keeps its changes; "
+                         "drop table \"%s\" and run firn sync to copy it again",
+                         t->pg->qualified, left, (unsigned)(c->txn_commit_lsn >> 32),
+                         (unsigned)c->txn_commit_lsn, t->display, t->display);
+            FIRN_TRY(halt_table(c, t, &why, err));
+            continue;
+        }
         if (part_committed(c, t))
             continue; /* before a part committed after it: replayed, it would empty that part */
         firn_batch_reset(t->buf);
@@ -1026,6 +1261,7 @@ static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
         }
         c->txn_commit_lsn = ev->commit_lsn;
         c->txn_commit_us = ev->commit_time_us;
+        c->txn_in_copy = in_copy(c, ev->xid);
         return FIRN_OK;
     case FIRN_PGO_RELATION:
         c->last_event_ns = firn_monotonic_ns();
@@ -1290,7 +1526,9 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
         e->tables[i]->flush_ns = c.last_event_ns;
     firn_buf_init(&c.scratch, 1 << 20);
     bool follow = e->opts && e->opts->follow;
-    firn_rc rc = follow ? FIRN_OK : current_wal_lsn(e, &c.target_lsn, err);
+    firn_rc rc = parse_copy_snapshot(&c, err);
+    if (rc == FIRN_OK && !follow)
+        rc = current_wal_lsn(e, &c.target_lsn, err);
     if (rc == FIRN_OK && !follow)
         FIRN_LOG(FIRN_LOG_DEBUG, "engine", "catch-up run: streaming up to WAL position %X/%X",
                  (unsigned)(c.target_lsn >> 32), (unsigned)c.target_lsn);
@@ -1351,6 +1589,107 @@ firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_err *err)
     for (size_t i = 0; i < c.n_rels; i++)
         firn_free(c.rels[i].batch_col);
     firn_free(c.rels);
+    firn_free(c.copy_xip);
     firn_buf_deinit(&c.scratch);
     return rc;
+}
+
+/* Whether oid is in the comma-separated list text. */
+static bool oid_listed(const char *text, uint32_t oid)
+{
+    char want[16];
+    int n = snprintf(want, sizeof(want), "%u", (unsigned)oid);
+    for (const char *p = text; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == (size_t)n && memcmp(p, want, len) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* firn__table_meta_commit's step for FIRN_PROP_LEAVES: the text in ctx, when it differs. */
+static firn_rc save_leaves_once(firn__table *t, void *ctx, firn_err *err)
+{
+    const char *text = ctx;
+    const firn_table_metadata *md = t->cat.metadata;
+    const char *have = firn_props_get(&md->properties, FIRN_PROP_LEAVES);
+    if (have && strcmp(have, text) == 0)
+        return FIRN_OK;
+    firn_table_changes ch;
+    firn_table_changes_init(&ch);
+    firn_table_changes_require_uuid(&ch, md->table_uuid);
+    firn_table_changes_set_property(&ch, FIRN_PROP_LEAVES, text);
+    firn_catalog_table out = {0};
+    firn_rc rc = firn_catalog_commit(t->eng->catalog, t->ns, t->name, &ch, &out, err);
+    if (rc == FIRN_OK) {
+        firn_catalog_table_deinit(&t->cat);
+        t->cat = out;
+    }
+    firn_table_changes_deinit(&ch);
+    return rc;
+}
+
+/* The leaves of one partitioned table at the start of a run: a leaf the table did not have at
+ * the last start (FIRN_PROP_LEAVES; without it, one attached since the slot's catalog_xmin)
+ * that held rows when it was attached stops the stream; else the leaves are recorded. */
+static firn_rc check_table_leaves(firn__engine *e, firn__table *t, const char *xmin, firn_err *err)
+{
+    const char *known = firn_props_get(&t->cat.metadata->properties, FIRN_PROP_LEAVES);
+    firn_pg_leaf_link *links = NULL;
+    size_t n = 0;
+    int64_t xmin_age = -1;
+    FIRN_TRY(
+        firn_pg_leaf_links(e->sql, t->pg->oid, xmin[0] ? xmin : NULL, &links, &n, &xmin_age, err));
+    firn_rc rc = FIRN_OK;
+    firn_buf text;
+    firn_buf_init(&text, 1 << 20);
+    for (size_t l = 0; l < n && rc == FIRN_OK && !t->halted; l++) {
+        rc = firn_buf_appendf(&text, "%s%u", l ? "," : "", (unsigned)links[l].oid);
+        /* A table copied in this run holds every leaf's rows; one the table had is streamed. */
+        bool fresh =
+            known ? !oid_listed(known, links[l].oid) : xmin_age >= 0 && links[l].age <= xmin_age;
+        if (rc || t->needs_backfill || !fresh)
+            continue;
+        bool pre = false;
+        rc = firn_pg_leaf_preattached(e->sql, links[l].oid, links[l].qualified, t->pg->oid, &pre,
+                                      err);
+        if (rc || !pre)
+            continue;
+        firn_err why = {0};
+        preattached_why(t, links[l].qualified, &why);
+        FIRN_LOG(FIRN_LOG_ERROR, "engine", "%s", why.msg);
+        if (!e->halt.code)
+            e->halt = why;
+        t->halted = true;
+        t->halt_lsn = t->committed_lsn;
+    }
+    firn_pg_leaf_links_free(links, n);
+    if (rc == FIRN_OK && !t->halted && text.len > 0)
+        rc = firn__table_meta_commit(t, save_leaves_once, text.data, err);
+    firn_buf_deinit(&text);
+    return rc;
+}
+
+firn_rc firn__cdc_check_leaves(firn__engine *e, firn_err *err)
+{
+    PGconn *pq = firn_pg_conn_pq(e->sql);
+    const char *slot = e->cfg->source.slot;
+    char *lit = PQescapeLiteral(pq, slot, strlen(slot));
+    if (!lit)
+        return firn_err_set(err, FIRN_ERR_SOURCE, "could not quote slot name \"%s\"", slot);
+    char sql[512], xmin[32] = "";
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce((SELECT catalog_xmin::text FROM pg_replication_slots WHERE "
+             "slot_name = %s), '')",
+             lit);
+    PQfreemem(lit);
+    FIRN_TRY(firn_pg_conn_query_value(e->sql, sql, xmin, sizeof(xmin), err));
+    for (size_t i = 0; i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (t->cdc && !t->missing && !t->halted && t->pg->relkind == 'p' && t->cat.metadata)
+            FIRN_TRY(check_table_leaves(e, t, xmin, err));
+    }
+    return FIRN_OK;
 }

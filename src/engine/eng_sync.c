@@ -380,6 +380,7 @@ static void engine_close(firn__engine *e)
     }
     firn_free(e->tables);
     firn_pg_catalog_free(e->pgcat);
+    firn_free(e->copy_snapshot);
     firn_pg_conn_close(e->sql);
     if (e->io_owned)
         firn_io_free(e->io);
@@ -828,6 +829,20 @@ static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
     char snapshot[128];
     FIRN_TRY(fail(FIRN_FAULT_SOURCE, firn_pg_conn_open(&e->conn, FIRN_PG_CONN_SQL, &exp, err)));
     firn_rc rc = firn_pg_snapshot_export(exp, snapshot, sizeof(snapshot), err);
+    if (rc == FIRN_OK) {
+        /* The copy's position is 0: the slot's changes from before it are told by their
+         * transaction ids, which its snapshot sees (eng_cdc.c in_copy), and are not replayed
+         * (a TRUNCATE replayed would empty the copy, a row inserted before it would return). */
+        PGconn *pq = firn_pg_conn_pq(exp);
+        PGresult *r = PQexec(pq, "SELECT txid_current_snapshot()::text");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+            firn_free(e->copy_snapshot);
+            e->copy_snapshot = firn_strdup(PQgetvalue(r, 0, 0));
+        } else
+            rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not read the copy's snapshot: %s",
+                              PQerrorMessage(pq));
+        PQclear(r);
+    }
     if (rc == FIRN_OK)
         rc = backfill(e, snapshot, 0, 0, err);
     firn_pg_conn_close(exp);
@@ -1160,6 +1175,8 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
         rc = drop_unused_slot(e, &have_slot, err);
     if (rc == FIRN_OK && !have_slot)
         rc = recopy_after_lost_slot(e, err);
+    if (rc == FIRN_OK)
+        rc = firn__cdc_check_leaves(e, err);
     if (rc == FIRN_OK && !have_slot) {
         char *snapshot = NULL;
         uint64_t consistent = 0;

@@ -506,6 +506,10 @@ struct firn__engine {
                            * their missing chunks, as upserts (eng_backfill.c) */
     /* --metrics-listen: what /metrics serves (borrowed), or NULL */
     struct firn__metrics *metrics;
+    /* txid_current_snapshot() text of this run's copy outside a slot's snapshot (owned; NULL:
+     * none): the changes of the transactions it sees are in the tables it copied, and are not
+     * replayed there */
+    char *copy_snapshot;
 };
 
 /* ---- metrics (eng_metrics.c) and their HTTP server (eng_serve.c) ---------------------------- */
@@ -730,6 +734,10 @@ firn_schema *firn__rename_apply(const firn__table *t, const firn_schema *cur);
 /** Table property: the oid of the stream's source table, so that a table renamed between runs
  * is found under its new name (eng_rename.c). */
 #define FIRN_PROP_SOURCE_OID "firn.source-oid"
+/** Table property of a partitioned stream: the oids of its leaf partitions ("16390,16402") at
+ * the last start of a run, so that one attached since is checked for rows PostgreSQL never sent
+ * (eng_cdc.c firn__cdc_check_leaves). */
+#define FIRN_PROP_LEAVES "firn.source-leaves"
 /** Commits FIRN_PROP_ATTNUMS and FIRN_PROP_SOURCE_OID when the table's differ from the
  * source's (a table created before they were kept, columns added since, a table created again).
  * Errors of the catalog commit. */
@@ -1114,6 +1122,14 @@ FIRN_MUST_CHECK firn_rc firn__cdc_run(firn__engine *e, firn_pgo_stream *s, firn_
  * position replays exactly what the tables lack (changes at or below a table's committed
  * position are skipped, as after a restart). */
 void firn__cdc_discard(firn__engine *e);
+/** Before streaming from an existing slot: stops (t->halted at its committed position, e->halt
+ * set, one error line) each partitioned CDC table not copied in this run that has a leaf it did
+ * not have at the last start (FIRN_PROP_LEAVES; a table without the property: a leaf attached
+ * since the slot's catalog_xmin) that held rows when it was attached (firn_pg_leaf_preattached):
+ * PostgreSQL sent no change for them, so only a copy brings them (the line's remedy). The other
+ * partitioned tables record their leaves in FIRN_PROP_LEAVES. Errors of the source
+ * (FIRN_ERR_SOURCE) and of the catalog commit. */
+FIRN_MUST_CHECK firn_rc firn__cdc_check_leaves(firn__engine *e, firn_err *err);
 
 /** `firn check`, `discover` and `status` (eng_entry.c); the public entry points wrap them. */
 FIRN_MUST_CHECK firn_rc firn__engine_check(const firn_config *cfg, firn_err *err);

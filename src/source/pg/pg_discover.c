@@ -565,3 +565,166 @@ void firn_pg_table_set_filter(firn_pg_table *t, const char *filter)
     firn_free(t->filter);
     t->filter = filter && filter[0] ? firn_strdup(filter) : NULL;
 }
+
+firn_rc firn_pg_leaf_place(firn_pg_conn *c,
+                           uint32_t relid,
+                           const uint32_t *roots,
+                           size_t n_roots,
+                           const char *publication,
+                           firn_pg_place *out,
+                           firn_err *err)
+{
+    /* One row: the relation now, its ancestors from the parent up, and whether the publication
+     * lists it or one of them. */
+    static const char SQL[] =
+        "SELECT n.nspname, c.relname, c.relispartition,"
+        " coalesce((SELECT array_agg(a.relid::oid ORDER BY a.ord)::text FROM"
+        " pg_partition_ancestors(c.oid) WITH ORDINALITY AS a(relid, ord) WHERE a.ord > 1), '{}'),"
+        " EXISTS (SELECT 1 FROM pg_publication_tables p JOIN pg_namespace pn ON pn.nspname ="
+        " p.schemaname JOIN pg_class pc ON pc.relnamespace = pn.oid AND pc.relname = p.tablename"
+        " WHERE p.pubname = $2 AND pc.oid IN (SELECT pg_partition_ancestors(c.oid)))"
+        " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::oid";
+    *out = (firn_pg_place){.root = SIZE_MAX};
+    char oid_s[16];
+    snprintf(oid_s, sizeof(oid_s), "%u", relid);
+    const char *params[2] = {oid_s, publication ? publication : ""};
+    PGresult *res = NULL;
+    FIRN_TRY(firn__pg_query(c, SQL, 2, params, &res, err));
+    firn_rc rc = FIRN_OK;
+    if (PQntuples(res) == 1) {
+        out->exists = true;
+        out->partition = PQgetvalue(res, 0, 2)[0] == 't';
+        out->published = PQgetvalue(res, 0, 4)[0] == 't';
+        /* "{16385,16390}": ancestors nearest first */
+        const char *p = PQgetvalue(res, 0, 3);
+        while (*p && out->root == SIZE_MAX && rc == FIRN_OK) {
+            while (*p == '{' || *p == ',')
+                p++;
+            size_t len = strspn(p, "0123456789");
+            if (len == 0)
+                break;
+            uint64_t v = 0;
+            rc = firn_parse_u64(p, len, &v, err);
+            for (size_t i = 0; rc == FIRN_OK && i < n_roots; i++) {
+                if (roots[i] == v) {
+                    out->root = i;
+                    break;
+                }
+            }
+            p += len;
+        }
+        if (rc == FIRN_OK)
+            out->qualified = quote_qualified(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* The newest pg_inherits link on the way from leaf $1 up to root $2: when the leaf became part
+ * of the root (links above the root do not count). */
+#define NEWEST_LINK                                                                                \
+    "SELECT i.xmin AS x, age(i.xmin) AS a, i.cmin::text::int8 AS c FROM pg_inherits i"             \
+    " WHERE i.inhrelid IN (SELECT pg_partition_ancestors($1::oid))"                                \
+    " AND i.inhrelid NOT IN (SELECT pg_partition_ancestors($2::oid))"                              \
+    " ORDER BY age(i.xmin), i.cmin::text::int8 DESC LIMIT 1"
+
+firn_rc firn_pg_leaf_preattached(firn_pg_conn *c,
+                                 uint32_t leaf_oid,
+                                 const char *qualified,
+                                 uint32_t root_oid,
+                                 bool *out,
+                                 firn_err *err)
+{
+    *out = false;
+    firn_buf sql;
+    firn_buf_init(&sql, FIRN_PG_SQL_MAX);
+    firn_rc rc = firn_buf_appendf(&sql,
+                                  "WITH link AS (" NEWEST_LINK ") SELECT EXISTS (SELECT 1 FROM "
+                                  "ONLY %s r, link WHERE age(r.xmin) > link.a OR (r.xmin = link.x "
+                                  "AND r.cmin::text::int8 < link.c))",
+                                  qualified);
+    char leaf_s[16], root_s[16];
+    snprintf(leaf_s, sizeof(leaf_s), "%u", leaf_oid);
+    snprintf(root_s, sizeof(root_s), "%u", root_oid);
+    const char *params[2] = {leaf_s, root_s};
+    PGresult *res = NULL;
+    if (rc == FIRN_OK)
+        rc = firn__pg_query(c, (const char *)sql.data, 2, params, &res, err);
+    if (rc == FIRN_OK)
+        *out = PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+    PQclear(res);
+    firn_buf_deinit(&sql);
+    if (rc)
+        firn_err_context(err, "while reading partition %s", qualified);
+    return rc;
+}
+
+firn_rc firn_pg_leaf_links(firn_pg_conn *c,
+                           uint32_t root_oid,
+                           const char *xid,
+                           firn_pg_leaf_link **out,
+                           size_t *n,
+                           int64_t *out_xid_age,
+                           firn_err *err)
+{
+    static const char SQL[] =
+        "SELECT t.relid::oid, n.nspname, c.relname, (SELECT min(age(i.xmin)) FROM pg_inherits i"
+        " WHERE i.inhrelid IN (SELECT pg_partition_ancestors(t.relid))"
+        " AND i.inhrelid NOT IN (SELECT pg_partition_ancestors($1::oid))),"
+        " coalesce(age($2::xid), -1)"
+        " FROM pg_partition_tree($1::oid) t JOIN pg_class c ON c.oid = t.relid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE t.isleaf AND c.relkind = 'r' AND t.relid <> $1::oid ORDER BY n.nspname, c.relname";
+    *out = NULL;
+    *n = 0;
+    *out_xid_age = -1;
+    char oid_s[16];
+    snprintf(oid_s, sizeof(oid_s), "%u", root_oid);
+    const char *params[2] = {oid_s, xid};
+    PGresult *res = NULL;
+    FIRN_TRY(firn__pg_query(c, SQL, 2, params, &res, err));
+    int rows = PQntuples(res);
+    firn_pg_leaf_link *links = firn_calloc(rows ? (size_t)rows : 1, sizeof(*links));
+    firn_rc rc = FIRN_OK;
+    for (int r = 0; r < rows && rc == FIRN_OK; r++) {
+        firn_pg_leaf_link *l = &links[*n];
+        rc = parse_u32(PQgetvalue(res, r, 0), &l->oid, err);
+        const char *age = PQgetvalue(res, r, 3);
+        if (rc == FIRN_OK && age[0])
+            rc = firn_parse_i64(age, strlen(age), &l->age, err);
+        if (rc == FIRN_OK && r == 0)
+            rc = firn_parse_i64(PQgetvalue(res, r, 4), strlen(PQgetvalue(res, r, 4)), out_xid_age,
+                                err);
+        if (rc)
+            break;
+        l->qualified = quote_qualified(PQgetvalue(res, r, 1), PQgetvalue(res, r, 2));
+        (*n)++;
+    }
+    PQclear(res);
+    if (rc || *n == 0) {
+        firn_pg_leaf_links_free(links, *n);
+        *n = 0;
+        return rc;
+    }
+    *out = links;
+    return FIRN_OK;
+}
+
+void firn_pg_leaf_links_free(firn_pg_leaf_link *links, size_t n)
+{
+    for (size_t i = 0; links && i < n; i++)
+        firn_free(links[i].qualified);
+    firn_free(links);
+}
+
+void firn_pg_table_add_leaf(firn_pg_table *t, uint32_t oid, const char *qualified)
+{
+    for (size_t i = 0; i < t->n_leaves; i++) {
+        if (t->leaves[i].oid == oid)
+            return;
+    }
+    t->leaves = firn_reallocarray(t->leaves, t->n_leaves + 1, sizeof(*t->leaves));
+    t->leaves[t->n_leaves].oid = oid;
+    t->leaves[t->n_leaves].qualified = firn_strdup(qualified);
+    t->n_leaves++;
+}
