@@ -1261,7 +1261,7 @@ static firn_rc on_event(cdc *c, const firn_pgo_event *ev, firn_err *err)
         }
         c->txn_commit_lsn = ev->commit_lsn;
         c->txn_commit_us = ev->commit_time_us;
-        c->txn_in_copy = in_copy(c, ev->xid);
+        c->txn_in_copy = ev->commit_lsn <= c->e->copy_lsn && in_copy(c, ev->xid);
         return FIRN_OK;
     case FIRN_PGO_RELATION:
         c->last_event_ns = firn_monotonic_ns();

@@ -834,10 +834,15 @@ static firn_rc backfill_without_slot(firn__engine *e, firn_err *err)
          * transaction ids, which its snapshot sees (eng_cdc.c in_copy), and are not replayed
          * (a TRUNCATE replayed would empty the copy, a row inserted before it would return). */
         PGconn *pq = firn_pg_conn_pq(exp);
-        PGresult *r = PQexec(pq, "SELECT txid_current_snapshot()::text");
+        /* A transaction committed after the WAL position read after the snapshot is not in
+         * it, whatever its id says (an id can look old again after 2^31 more). */
+        PGresult *r = PQexec(pq, "SELECT txid_current_snapshot()::text, (CASE WHEN "
+                                 "pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE "
+                                 "pg_current_wal_insert_lsn() END)::text");
         if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
             firn_free(e->copy_snapshot);
             e->copy_snapshot = firn_strdup(PQgetvalue(r, 0, 0));
+            rc = firn_lsn_parse(PQgetvalue(r, 0, 1), &e->copy_lsn, err);
         } else
             rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not read the copy's snapshot: %s",
                               PQerrorMessage(pq));

@@ -508,8 +508,10 @@ struct firn__engine {
     struct firn__metrics *metrics;
     /* txid_current_snapshot() text of this run's copy outside a slot's snapshot (owned; NULL:
      * none): the changes of the transactions it sees are in the tables it copied, and are not
-     * replayed there */
+     * replayed there; copy_lsn: the WAL position read just after it, past every commit it
+     * sees */
     char *copy_snapshot;
+    uint64_t copy_lsn;
 };
 
 /* ---- metrics (eng_metrics.c) and their HTTP server (eng_serve.c) ---------------------------- */
