@@ -600,8 +600,9 @@ static void stopped_lag(const firn_config *cfg, const char *stream, char *lag, s
     char at[32];
     bool missing = false;
     if (firn__stats_stopped(cfg->state_path, stream, at, sizeof(at), &missing))
-        snprintf(lag, cap, "stopped %s (%s)",
-                 missing ? "(source table missing)" : "at a schema change", at);
+        snprintf(lag, cap, "stopped %s%s%s%s",
+                 missing ? "(source table missing)" : "at a schema change", at[0] ? " (" : "", at,
+                 at[0] ? ")" : "");
 }
 
 firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)

@@ -179,8 +179,11 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
     }
     json_object_set_new(o, "committed_lsn", lsn_json(t->committed_lsn));
     /* stopped at a schema change the table cannot take: the slot keeps the changes from here */
-    if (t->halted)
-        json_object_set_new(o, "stopped_at_schema_change", lsn_json(t->halt_lsn ? t->halt_lsn : 1));
+    if (t->halted) { /* where the slot is held: the table's position, else the run's; true
+                      * when neither is known (nothing acknowledged yet) */
+        uint64_t at = t->halt_lsn ? t->halt_lsn : e->state.global_lsn;
+        json_object_set_new(o, "stopped_at_schema_change", at ? lsn_json(at) : json_true());
+    }
     if (t->missing) /* stopped because the source has no table of the stream's name */
         json_object_set_new(o, "source_table_missing", json_true());
     const firn_stream_state *st =
@@ -261,9 +264,13 @@ bool firn__stats_stopped(
     for (size_t i = 0; !found && i < json_array_size(streams); i++) {
         json_t *s = json_array_get(streams, i);
         const char *name = json_string_value(json_object_get(s, "stream"));
-        const char *at = json_string_value(json_object_get(s, "stopped_at_schema_change"));
-        if (name && at && strcmp(name, stream) == 0) {
-            snprintf(lsn, cap, "%s", at);
+        json_t *stop = json_object_get(s, "stopped_at_schema_change");
+        const char *at = json_string_value(stop);
+        /* "0/1" is what runs before 0.2 wrote for "no position" */
+        if (at && strcmp(at, "0/1") == 0)
+            at = "";
+        if (name && (at || json_is_true(stop)) && strcmp(name, stream) == 0) {
+            snprintf(lsn, cap, "%s", at ? at : "");
             *out_missing = json_is_true(json_object_get(s, "source_table_missing"));
             found = true;
         }

@@ -1336,6 +1336,12 @@ static firn_rc sync_run(const firn_config *cfg,
         cdc |= e.tables[i]->cdc;
         backfill |= e.tables[i]->needs_backfill;
     }
+    if (rc == FIRN_OK && !cdc && opts && opts->follow)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "--follow: nothing to follow, no selected stream reads changes from the "
+                 "replication slot (each is full_refresh or incremental): this run copies them "
+                 "once and ends; give a stream sync_mode \"full_refresh_cdc\" or \"cdc\" to "
+                 "stream it");
     if (rc == FIRN_OK && cdc)
         rc = run_cdc(&e, err);
     else if (rc == FIRN_OK && backfill)

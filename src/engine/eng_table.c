@@ -942,7 +942,11 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
     if (rc == FIRN_ERR_SCHEMA && t->incompatible)
         rc = halt_at_open(t, err);
     FIRN_TRY(rc);
-    FIRN_TRY(align_schema(t, err));
+    /* A stream stopped here writes nothing: its schema stays the source's, as that of a stopped
+     * stream whose source table is missing (the evolution stopped part way, so columns the
+     * source added later are not in the table, and aligning would fail on them). */
+    if (!t->halted)
+        FIRN_TRY(align_schema(t, err));
     if (exists) {
         FIRN_TRY(check_key_unchanged(t, err));
         warn_spec_change(t);

@@ -1199,7 +1199,7 @@ void firn__stats_note_replaced(firn__table *t,
 void firn__stats_log_replaced(firn__engine *e);
 /** True when the stats file next to state_path (NULL: none) shows stream "namespace.name"
  * stopped at a schema change its table cannot take, or because its source table is missing
- * (*out_missing); lsn (cap bytes) gets the position. */
+ * (*out_missing); lsn (cap bytes) gets the position, "" when the file knows none. */
 bool firn__stats_stopped(
     const char *state_path, const char *stream, char *lsn, size_t cap, bool *out_missing);
 /** Saves the engine's state copy to the state file (no-op without a state path). */

@@ -11,7 +11,7 @@ import re
 import subprocess
 import time
 
-from firnutil import FirnEnv, compare_table
+from firnutil import FirnEnv, compare_table, stop_process, wait_for
 
 SCHEMA = """
 CREATE TABLE orders (id int8 PRIMARY KEY, placed date, total numeric(10, 2));
@@ -530,3 +530,32 @@ def test_relative_warehouse_is_taken_from_the_working_folder(pg, pg_db, firn_bin
     assert tbl.location() == f"file://{wh}/e2e/rel"
     rows = tbl.scan().to_arrow().select(["id", "v"]).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b")]
+
+
+def test_follow_with_nothing_to_follow_says_so(pg, pg_db, firn_bin, tmp_path):
+    """Issue 24 item 11: `--follow` with full_refresh streams only copies them, says there is
+    nothing to follow and exits 0 (it does not end silently as if it had followed)."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE f (id int PRIMARY KEY, v text); "
+                     "INSERT INTO f VALUES (1, 'a'), (2, 'b')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, [("f", {"sync_mode": "full_refresh"})])
+        proc = fe.run("sync", *fe.sync_args, "--follow", "--log", "warn", timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        warns = [ln for ln in proc.stderr.splitlines() if "nothing to follow" in ln]
+        assert len(warns) == 1 and "level=warn" in warns[0], proc.stderr
+        assert "full_refresh_cdc" in warns[0], warns[0]
+        rows = fe.pyiceberg_arrow("f").to_pylist()
+        assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b")]
+        # with a CDC stream it follows and says nothing of the kind
+        fe.setup(pg, ["f"])
+        follow = fe.start_follow()
+        try:
+            log = fe.root / "follow.log"
+            wait_for(lambda: b"replication connection open" in log.read_bytes(), 60,
+                     what="firn to stream")
+            assert stop_process(follow) == 0
+            assert b"nothing to follow" not in log.read_bytes()
+        finally:
+            if follow.poll() is None:
+                follow.kill()

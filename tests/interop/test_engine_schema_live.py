@@ -193,3 +193,39 @@ def test_composite_key_widened_between_runs(pg, pg_db, firn_bin, duck, tmp_path)
         conn.execute("DELETE FROM s WHERE id = 3")
         fe.sync()
         compare_table(fe, conn, duck, "s")
+
+
+def test_type_change_and_added_column_between_runs(pg, pg_db, firn_bin, duck, tmp_path):
+    """Issue 24 item 11 (the C16 stop): a type change the table cannot take plus a column added
+    after it, between runs. Every run ends on the actionable line (not an internal one about the
+    added column), exits 3 (a source-side cause, not 4), the other stream goes on, and `firn
+    status` shows where the slot is held: a real position, not a placeholder."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, a text); "
+                     "INSERT INTO t VALUES (1, '5'); "
+                     "CREATE TABLE o (id int PRIMARY KEY, v text); INSERT INTO o VALUES (1, 'o')")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["t", "o"])
+        fe.sync()
+        conn.execute("ALTER TABLE t ALTER COLUMN a TYPE int USING a::int")
+        conn.execute("ALTER TABLE t ADD COLUMN b int")
+        conn.execute("INSERT INTO t VALUES (2, 6, 7)")
+        line = ('firn: column "a" of "public.t" changed type to integer (Iceberg string -> int '
+                'is not a promotion): stream stopped, the slot keeps its changes; drop table '
+                '"e2e.t" and run firn sync to copy it again')
+        for i in range(2):
+            conn.execute("INSERT INTO o VALUES (%s, 'more')", (10 + i,))
+            proc = fe.sync("--log", "warn", check=False)
+            assert proc.returncode == 3, proc.stderr[-3000:]
+            assert proc.stderr.strip().splitlines()[-1] == line, proc.stderr[-3000:]
+            assert "after evolution" not in proc.stderr, proc.stderr[-3000:]
+            assert iceberg_ids(fe, "o") == [1] + list(range(10, 11 + i))
+        assert iceberg_ids(fe, "t") == [1]
+        stopped = stream_stats(fe, "e2e.t")["stopped_at_schema_change"]
+        lsn = int(fe.catalog().load_table("e2e.t").current_snapshot().summary["firn.lsn"])
+        assert stopped == f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", stopped
+        status = fe.run("status", *fe.sync_args, check=True).stdout
+        row = next(r for r in status.splitlines() if r.startswith("public.t "))
+        assert row.endswith(f"stopped at a schema change ({stopped})"), row
+        assert "(0/1)" not in status
+        compare_table(fe, conn, duck, "o")
