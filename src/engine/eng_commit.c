@@ -246,6 +246,8 @@ static firn_rc outage_wait(outage *o, int attempt, firn_rc rc, firn_err *err)
     }
     note_error(t, err, rc);
     pthread_mutex_unlock(&outage_mu);
+    if (o->failures == 1)
+        firn__metrics_outage(t, o->start_ns, 0);
     char limit[96];
     if (o->limit_ms)
         snprintf(limit, sizeof(limit), "for up to %.0f s (commit.retry_timeout_seconds)",
@@ -300,6 +302,7 @@ static void outage_end(outage *o, bool landed)
     t->outage_ns += now - o->start_ns;
     t->outage_since_ns = 0;
     pthread_mutex_unlock(&outage_mu);
+    firn__metrics_outage(t, o->start_ns, now);
     if (landed)
         FIRN_LOG(FIRN_LOG_WARN, "engine",
                  "table \"%s\": catalog outage over after %.1f s: the commit landed after %d "

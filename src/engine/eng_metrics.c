@@ -36,7 +36,10 @@ typedef struct metrics_table {
     uint64_t lossy[N_LOSSY];
     int64_t last_commit_us; /* 0: never */
     bool cdc, halted, missing, backfill_pending;
-    bool commit_failing; /* the last commit attempt failed and nothing landed since */
+    bool commit_failing;     /* the last commit attempt failed and nothing landed since */
+    uint64_t outages;        /* catalog outages its commits met (eng_commit.c outage_wait) */
+    int64_t outage_ns;       /* time in the outages that ended */
+    int64_t outage_since_ns; /* monotonic start of the ongoing one, 0: none */
 } metrics_table;
 
 struct firn__metrics {
@@ -210,6 +213,23 @@ void firn__metrics_commit_retry(firn__table *t, firn_rc rc)
     pthread_mutex_unlock(&m->mu);
 }
 
+void firn__metrics_outage(firn__table *t, int64_t start_ns, int64_t end_ns)
+{
+    firn__metrics *m = t->eng->metrics;
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    metrics_table *mt = slot_of(m, t);
+    if (!end_ns) {
+        mt->outages++;
+        mt->outage_since_ns = start_ns;
+    } else {
+        mt->outage_ns += end_ns - start_ns;
+        mt->outage_since_ns = 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* ---- rendering ------------------------------------------------------------------------------ */
 
 /* A label value with \, " and newline escaped (text format 0.0.4). */
@@ -290,6 +310,24 @@ static double v_retries(const metrics_table *mt, size_t k)
 {
     (void)k;
     return (double)mt->retries;
+}
+static double v_outages(const metrics_table *mt, size_t k)
+{
+    (void)k;
+    return (double)mt->outages;
+}
+static double v_outage_seconds(const metrics_table *mt, size_t k)
+{
+    (void)k;
+    int64_t ns = mt->outage_ns;
+    if (mt->outage_since_ns)
+        ns += firn_monotonic_ns() - mt->outage_since_ns;
+    return (double)ns / 1e9;
+}
+static double v_in_outage(const metrics_table *mt, size_t k)
+{
+    (void)k;
+    return mt->outage_since_ns ? 1 : 0;
 }
 static double v_bytes(const metrics_table *mt, size_t k)
 {
@@ -488,6 +526,17 @@ static firn_rc render_tables(firn_buf *out, const firn__metrics *m)
     FIRN_TRY(table_family(out, m, "firn_commit_retries_total", "counter",
                           "Commit attempts that failed and were retried", NULL, NULL, 1,
                           v_retries));
+    FIRN_TRY(table_family(out, m, "firn_catalog_outages_total", "counter",
+                          "Commits the catalog refused at least once (HTTP 429/5xx, unreachable, "
+                          "lost replies) and firn retried until they landed or it gave up",
+                          NULL, NULL, 1, v_outages));
+    FIRN_TRY(table_family(out, m, "firn_catalog_outage_seconds_total", "counter",
+                          "Time commits spent waiting for a refusing catalog, the ongoing "
+                          "outage included, in seconds",
+                          NULL, NULL, 1, v_outage_seconds));
+    FIRN_TRY(table_family(out, m, "firn_catalog_outage", "gauge",
+                          "1 while a commit of the table waits for a refusing catalog", NULL, NULL,
+                          1, v_in_outage));
     FIRN_TRY(table_family(out, m, "firn_written_bytes_total", "counter",
                           "Bytes of the data and delete files that landed commits added", "content",
                           content, 2, v_bytes));

@@ -555,6 +555,9 @@ void firn__metrics_commit(firn__table *t,
 /** A commit attempt of t failed with rc and is retried: counted, and t is not ready until a
  * commit of it lands. Any thread. */
 void firn__metrics_commit_retry(firn__table *t, firn_rc rc);
+/** A catalog outage of t's commits (monotonic ns) began at start_ns (end_ns 0) or ended at
+ * end_ns: counted, and its time, for firn_catalog_outage*. Any thread. */
+void firn__metrics_outage(firn__table *t, int64_t start_ns, int64_t end_ns);
 /** Appends the Prometheus text exposition (format 0.0.4) of m to out. FIRN_ERR_TOO_LARGE past
  * out's maximum. */
 FIRN_MUST_CHECK firn_rc firn__metrics_render(firn__metrics *m, firn_buf *out);

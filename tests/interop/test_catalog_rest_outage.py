@@ -6,7 +6,7 @@
   Retry-After: 3; the old limit gave up after 2.5 s) with changes arriving meanwhile: the
   attempts keep to Retry-After, the replication connection stays the same one although the
   server's wal_sender_timeout is 5 s, one warning says when the outage starts and one when it
-  ends, stats.json shows it while it lasts and after, and the table ends equal to PostgreSQL's
+  ends, stats.json and /metrics show it while it lasts and after, and the table ends equal to PostgreSQL's
   by value (pyiceberg) with no commit applied twice;
 - a catch-up run whose commits the catalog keeps refusing gives up after
   commit.retry_timeout_seconds with one clear line and exit 4 (destination), not 3 (the CDC
@@ -29,6 +29,7 @@ from firnsync import snapshot_chain, summary_of
 from firnutil import stop_process, wait_for
 from rest_fixtures import *  # noqa: F401,F403
 from sparkutil import canon_rows
+from test_metrics import free_port, scrape, scrape_when, value
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "harness"))
 from flaky_proxy import FlakyProxy  # noqa: E402
@@ -147,10 +148,13 @@ def test_follow_rides_out_an_outage(firn_job, rest_catalog):
         job.sql(f'ALTER DATABASE "{job.dbname}" SET wal_sender_timeout = \'5s\'')
         job.sync()
         log_path = job.workdir / "follow.log"
+        port = free_port()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(job.sync_command() + ["--follow"], stdout=log,
-                                    stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(job.sync_command() + ["--follow", "--metrics-listen",
+                                                          f"127.0.0.1:{port}"],
+                                    stdout=log, stderr=subprocess.STDOUT)
         table = job.table("t1")
+        labels = {"stream": "public.t1", "table": table}
         want = lambda: job.source_rows("SELECT id, v, n FROM t1")  # noqa: E731
         job.sql("UPDATE t1 SET v = 'before' WHERE id = 1")
         wait_for(lambda: firn_rows(loc, table) == want(), 60, interval=0.5, what="first change")
@@ -169,6 +173,9 @@ def test_follow_rides_out_an_outage(firn_job, rest_catalog):
         live = wait_for(lambda: stream_stats(job).get("catalog_outage_since"), 30,
                         interval=0.5, what="stats.json to show the outage")
         assert live and proc.poll() is None
+        fams = wait_for(lambda: scrape_when(port, "firn_catalog_outage", 1, **labels), 30,
+                        interval=0.5, what="the outage in /metrics")
+        assert value(fams, "firn_catalog_outages_total", **labels) == 1
         wait_for(lambda: firn_rows(loc, table) == want(), 120, interval=0.5,
                  what="the changes after the outage")
         assert proc.poll() is None, log_path.read_text()[-3000:]
@@ -176,6 +183,10 @@ def test_follow_rides_out_an_outage(firn_job, rest_catalog):
         wait_for(lambda: "catalog_outage_since" not in stream_stats(job)
                  and stream_stats(job).get("catalog_outages") == 1, 30, interval=0.5,
                  what="stats.json to show the outage over")
+        fams = scrape(port)
+        assert value(fams, "firn_catalog_outage", **labels) == 0
+        assert value(fams, "firn_catalog_outages_total", **labels) == 1
+        assert value(fams, "firn_catalog_outage_seconds_total", **labels) >= outage["seconds"] - 3
         assert stop_process(proc, signal.SIGTERM) == 0, log_path.read_text()[-3000:]
     finally:
         if proc and proc.poll() is None:
