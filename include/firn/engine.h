@@ -86,6 +86,7 @@ FIRN_MUST_CHECK firn_rc firn_engine_status(const firn_config *cfg, FILE *out, fi
 typedef enum firn_maintain_action {
     FIRN_MAINTAIN_STATUS = 1, /* one line per table: snapshots, refs, metadata size, files */
     FIRN_MAINTAIN_EXPIRE,     /* snapshot expiry now (docs/maintenance.md) */
+    FIRN_MAINTAIN_ORPHANS,    /* files under the table location no metadata references */
 } firn_maintain_action;
 
 typedef struct firn_maintain_options {
@@ -93,7 +94,10 @@ typedef struct firn_maintain_options {
     const char *const *tables; /* "namespace.table" (split at the last dot); none: every table
                                 * of the catalog */
     size_t n_tables;
-    bool dry_run; /* expire: print what would expire, change nothing */
+    bool dry_run;          /* expire: print what would expire, change nothing */
+    bool delete_orphans;   /* orphans: delete them (else only list them) */
+    int64_t older_than_ms; /* orphans: only files last modified longer ago than this; 0: the
+                            * default, 3 days */
 } firn_maintain_options;
 
 /** `firn maintain`: runs o->action on the tables of cfg's destination catalog (no source is

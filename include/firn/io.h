@@ -32,6 +32,16 @@ typedef struct firn_io_vtable {
     firn_rc (*size)(firn_io *io, const char *location, uint64_t *out_size_bytes, firn_err *err);
     firn_rc (*remove)(firn_io *io, const char *location, firn_err *err);
     void (*destroy)(firn_io *io);
+    /* Optional (NULL: FIRN_ERR_UNSUPPORTED): every object under a folder (firn_io_list). */
+    firn_rc (*list)(firn_io *io,
+                    const char *prefix,
+                    firn_rc (*fn)(void *ctx,
+                                  const char *location,
+                                  uint64_t size_bytes,
+                                  int64_t modified_ms,
+                                  firn_err *err),
+                    void *ctx,
+                    firn_err *err);
 } firn_io_vtable;
 
 /** Base of every FileIO object; implementations embed it first. */
@@ -83,6 +93,19 @@ FIRN_MUST_CHECK firn_rc firn_io_size(firn_io *io,
                                      firn_err *err);
 /** Deletes the object; FIRN_ERR_NOT_FOUND if it does not exist. */
 FIRN_MUST_CHECK firn_rc firn_io_remove(firn_io *io, const char *location, firn_err *err);
+
+/** Called by firn_io_list for each object: its location (borrowed for the call, spelled with
+ * the prefix's scheme and authority), size in bytes and last modification in milliseconds since
+ * the epoch (0: unknown). A non-OK return stops the listing and is returned by it. */
+typedef firn_rc (*firn_io_list_fn)(
+    void *ctx, const char *location, uint64_t size_bytes, int64_t modified_ms, firn_err *err);
+/** Lists every object whose location starts with prefix + "/" (prefix: a folder location
+ * without a trailing '/'), at any depth, in no particular order; local folders that do not
+ * exist list nothing. Local: a directory walk (symbolic links are not followed); S3:
+ * ListObjectsV2 pages; GCS: the JSON API's objects.list pages. FIRN_ERR_UNSUPPORTED for a
+ * FileIO without listing, else the errors of the walk or the requests. */
+FIRN_MUST_CHECK firn_rc
+firn_io_list(firn_io *io, const char *prefix, firn_io_list_fn fn, void *ctx, firn_err *err);
 
 /** Converts a local location ("/abs", "file:///abs", "file://localhost/abs", "file:/abs") to
  * the filesystem path into out (out_cap bytes, NUL-terminated): the path part byte for byte, a

@@ -337,6 +337,14 @@ static firn_rc rio_remove(firn_io *io, const char *location, firn_err *err)
     return firn_io_remove(target, location, err);
 }
 
+static firn_rc
+rio_list(firn_io *io, const char *prefix, firn_io_list_fn fn, void *ctx, firn_err *err)
+{
+    firn_io *target;
+    FIRN_TRY(pick((firn__rest_io *)io, prefix, &target, err));
+    return firn_io_list(target, prefix, fn, ctx, err);
+}
+
 static void rio_destroy(firn_io *io)
 {
     (void)io; /* owned by the catalog: firn__rest_io_free */
@@ -353,6 +361,7 @@ static const firn_io_vtable REST_IO_VT = {
     .size = rio_size,
     .remove = rio_remove,
     .destroy = rio_destroy,
+    .list = rio_list,
 };
 
 /* ------------------------------------------------------------------------------------------------

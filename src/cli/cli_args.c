@@ -25,6 +25,8 @@ static const cli_flag flags[] = {
     {"--log-format", CLI_OPT_LOG, offsetof(cli_opts, log_format), true},
     {"--follow", CLI_OPT_FOLLOW, offsetof(cli_opts, follow), false},
     {"--dry-run", CLI_OPT_DRY_RUN, offsetof(cli_opts, dry_run), false},
+    {"--delete", CLI_OPT_ORPHANS, offsetof(cli_opts, delete_orphans), false},
+    {"--older-than", CLI_OPT_ORPHANS, offsetof(cli_opts, older_than), true},
     {"--metrics-listen", CLI_OPT_FOLLOW, offsetof(cli_opts, metrics_listen), true},
 };
 

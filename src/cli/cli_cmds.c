@@ -225,14 +225,30 @@ int firn__cli_status(const cli_cmd *cmd, cli_opts *o)
 int firn__cli_maintain(const cli_cmd *cmd, cli_opts *o)
 {
     if (o->n_args == 0)
-        return firn__cli_usage_error(cmd, "missing the action: status or expire");
+        return firn__cli_usage_error(cmd, "missing the action: status, expire or orphans");
     firn_maintain_options mo = {0};
     if (strcmp(o->args[0], "status") == 0)
         mo.action = FIRN_MAINTAIN_STATUS;
     else if (strcmp(o->args[0], "expire") == 0)
         mo.action = FIRN_MAINTAIN_EXPIRE;
+    else if (strcmp(o->args[0], "orphans") == 0)
+        mo.action = FIRN_MAINTAIN_ORPHANS;
     else
-        return firn__cli_usage_error(cmd, "unknown action \"%s\" (status or expire)", o->args[0]);
+        return firn__cli_usage_error(cmd, "unknown action \"%s\" (status, expire or orphans)",
+                                     o->args[0]);
+    if ((o->delete_orphans || o->older_than) && mo.action != FIRN_MAINTAIN_ORPHANS)
+        return firn__cli_usage_error(cmd, "--delete and --older-than go with orphans");
+    if (o->older_than) {
+        double secs = 0;
+        if (firn_parse_double(o->older_than, strlen(o->older_than), &secs, NULL) != FIRN_OK ||
+            !(secs >= 0 && secs <= 10.0 * 365 * 86400))
+            return firn__cli_usage_error(
+                cmd, "--older-than must be a number of seconds, got \"%s\"", o->older_than);
+        mo.older_than_ms = (int64_t)(secs * 1000.0);
+        if (mo.older_than_ms == 0)
+            mo.older_than_ms = 1; /* 0 s: every unreferenced file */
+    }
+    mo.delete_orphans = o->delete_orphans;
     if (!o->destination)
         return firn__cli_usage_error(cmd, "missing --destination FILE");
     if (o->dry_run && mo.action != FIRN_MAINTAIN_EXPIRE)

@@ -29,6 +29,7 @@ enum {
     CLI_OPT_OUTPUT = 1u << 5,
     CLI_OPT_LOG = 1u << 6, /* --log and --log-format */
     CLI_OPT_DRY_RUN = 1u << 7,
+    CLI_OPT_ORPHANS = 1u << 8, /* --older-than and --delete */
 };
 
 /** The parsed command line of one command. */
@@ -43,6 +44,8 @@ typedef struct cli_opts {
     const char *metrics_listen;
     bool follow;
     bool dry_run;
+    bool delete_orphans;
+    const char *older_than;
     bool help;
     const char *args[16]; /* positional arguments */
     size_t n_args;

@@ -85,7 +85,8 @@ static const cli_cmd commands[] = {
      CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_LOG, 0,
      firn__cli_status},
     {"maintain", "expire snapshots or show the health of tables, by hand",
-     "usage: firn maintain status|expire --destination FILE [--dry-run] [TABLE...]\n"
+     "usage: firn maintain status|expire|orphans --destination FILE [--dry-run]\n"
+     "                     [--older-than SECONDS] [--delete] [TABLE...]\n"
      "\n"
      "Runs table maintenance on the destination's catalog, on the tables named\n"
      "(NAMESPACE.TABLE) or on every table of the catalog, also tables no stream writes now.\n"
@@ -95,11 +96,18 @@ static const cli_cmd commands[] = {
      "  expire   expire snapshots now, with the destination's maintenance settings and the\n"
      "           tables' history.expire.* properties (what firn sync does every 16 commits),\n"
      "           and delete the files only expired snapshots referenced\n"
+     "  orphans  list the files under each table's location that no metadata references\n"
+     "           and that are older than --older-than (default 3 days); --delete removes\n"
+     "           them. Refuses a table whose metadata names files under another scheme or\n"
+     "           authority (s3a:// against s3://). Never touches metadata/firn-index/\n"
      "\n"
      "options:\n"
      "  --destination FILE   destination.json: the Iceberg catalog and writer settings\n"
-     "  --dry-run            expire: print what would expire, change nothing\n" LOG_OPTS,
-     CLI_OPT_DESTINATION | CLI_OPT_DRY_RUN | CLI_OPT_LOG, 16, firn__cli_maintain},
+     "  --dry-run            expire: print what would expire, change nothing\n"
+     "  --older-than SECONDS orphans: only files older than this (default 259200, 3 days)\n"
+     "  --delete             orphans: delete them (without it: a dry run that lists "
+     "them)\n" LOG_OPTS,
+     CLI_OPT_DESTINATION | CLI_OPT_DRY_RUN | CLI_OPT_ORPHANS | CLI_OPT_LOG, 16, firn__cli_maintain},
     {"version", "print the version and build", "usage: firn version\n", 0, 0, NULL},
     {"help", "show help for firn or a command", "usage: firn help [COMMAND]\n", 0, 1, NULL},
 };

@@ -5,8 +5,12 @@
  * destination's maintenance settings. */
 #include "engine_int.h"
 
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define ORPHAN_DEFAULT_AGE_MS ((int64_t)3 * 86400 * 1000)
 
 static _Thread_local firn_fault maintain_fault;
 
@@ -124,6 +128,238 @@ static firn_rc dry_run(const firn__table *t, FILE *out)
     return FIRN_OK;
 }
 
+/* ---- orphans ------------------------------------------------------------------------------ */
+
+typedef struct pathset {
+    char **v;
+    size_t n, cap;
+    bool sorted;
+} pathset;
+
+static void pathset_add(pathset *s, const char *p)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->v = firn_reallocarray(s->v, s->cap, sizeof(*s->v));
+    }
+    s->v[s->n++] = firn_strdup(p);
+    s->sorted = false;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool pathset_has(pathset *s, const char *p)
+{
+    if (!s->sorted) {
+        if (s->n > 1)
+            qsort(s->v, s->n, sizeof(*s->v), cmp_path);
+        s->sorted = true;
+    }
+    return s->n > 0 && bsearch(&p, s->v, s->n, sizeof(*s->v), cmp_path) != NULL;
+}
+
+static void pathset_free(pathset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        firn_free(s->v[i]);
+    firn_free(s->v);
+    memset(s, 0, sizeof(*s));
+}
+
+/* The form locations are compared in: a local path for file:// and plain paths (spellings of
+ * one file differ: file:/x, file:///x, /x), else the location as written. Owned. */
+static char *comparable(const char *loc)
+{
+    if (strstr(loc, "://") == NULL || strncmp(loc, "file:", 5) == 0) {
+        char path[4096];
+        if (firn_io_local_path(loc, path, sizeof(path), NULL) == FIRN_OK)
+            return firn_strdup(path);
+    }
+    return firn_strdup(loc);
+}
+
+/* "scheme://authority" of loc (owned), or NULL for local locations. */
+static char *root_of(const char *loc)
+{
+    const char *sep = strstr(loc, "://");
+    if (!sep || strncmp(loc, "file:", 5) == 0)
+        return NULL;
+    const char *slash = strchr(sep + 3, '/');
+    return firn_strndup(loc, slash ? (size_t)(slash - loc) : strlen(loc));
+}
+
+typedef struct orphan_scan {
+    const char *table;
+    char *root;           /* scheme://authority of the table location (NULL: local) */
+    const char *location; /* the table location as its metadata says */
+    const char *loc_path; /* ... its path part after the authority */
+    pathset refs;         /* comparable forms of every referenced file */
+} orphan_scan;
+
+/* Records loc as referenced. A location whose path is inside the table's but whose scheme or
+ * authority differ (s3a:// against s3://) makes the scan refuse: its files would all look
+ * unreferenced under the table location's spelling. */
+static firn_rc reference(orphan_scan *o, const char *loc, firn_err *err)
+{
+    char *r = root_of(loc);
+    bool differs = (r == NULL) != (o->root == NULL) || (r && strcmp(r, o->root) != 0);
+    if (differs && o->root) {
+        const char *path = r ? loc + strlen(r) : loc;
+        if (strncmp(path, o->loc_path, strlen(o->loc_path)) == 0) {
+            firn_free(r);
+            return firn_err_set(err, FIRN_ERR_INVALID,
+                                "table \"%s\": its metadata names \"%s\", under another scheme or "
+                                "authority than the table location \"%s\": orphans are not looked "
+                                "for (files of one spelling would look unreferenced under the "
+                                "other)",
+                                o->table, loc, o->location);
+        }
+    }
+    firn_free(r);
+    char *c = comparable(loc);
+    pathset_add(&o->refs, c);
+    firn_free(c);
+    return FIRN_OK;
+}
+
+/* Every file the metadata references: metadata files, manifest lists, manifests, their
+ * entries (deleted ones too: never delete a file any metadata still names), statistics. */
+static firn_rc collect_refs(firn__table *t, orphan_scan *o, firn_err *err)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    firn_io *io = t->eng->io;
+    if (t->cat.metadata_location)
+        FIRN_TRY(reference(o, t->cat.metadata_location, err));
+    for (size_t i = 0; i < md->n_metadata_log; i++)
+        FIRN_TRY(reference(o, md->metadata_log[i].metadata_file, err));
+    static const char *const stats[] = {"statistics", "partition-statistics"};
+    for (size_t k = 0; md->extra && k < 2; k++) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(md->extra, stats[k]), i, e)
+        {
+            const char *p = json_string_value(json_object_get(e, "statistics-path"));
+            if (p)
+                FIRN_TRY(reference(o, p, err));
+        }
+    }
+    pathset seen = {0};
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; rc == FIRN_OK && i < md->n_snapshots; i++) {
+        const firn_snapshot *s = md->snapshots[i];
+        rc = reference(o, s->manifest_list, err);
+        firn_manifest_file *mfs = NULL;
+        size_t n = 0;
+        if (rc == FIRN_OK)
+            rc = firn_manifest_list_read(io, s->manifest_list, &mfs, &n, err);
+        for (size_t k = 0; rc == FIRN_OK && k < n; k++) {
+            if (pathset_has(&seen, mfs[k].manifest_path))
+                continue;
+            pathset_add(&seen, mfs[k].manifest_path);
+            rc = reference(o, mfs[k].manifest_path, err);
+            firn_manifest *m = NULL;
+            if (rc == FIRN_OK)
+                rc = firn_manifest_read(io, &mfs[k], &m, err);
+            for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++)
+                rc = reference(o, m->entries[e].file.file_path, err);
+            firn_manifest_free(m);
+        }
+        firn_manifest_files_free(mfs, n);
+    }
+    pathset_free(&seen);
+    return rc;
+}
+
+typedef struct orphan_list {
+    orphan_scan *scan;
+    const char *index_dir; /* comparable form of <location>/metadata/firn-index/ */
+    int64_t cutoff_ms;
+    pathset found;
+    uint64_t bytes;
+    size_t young; /* unreferenced but too recent (or of unknown age) to be orphans */
+} orphan_list;
+
+static firn_rc
+on_object(void *vctx, const char *loc, uint64_t size, int64_t modified_ms, firn_err *err)
+{
+    (void)err;
+    orphan_list *l = vctx;
+    char *c = comparable(loc);
+    bool skip = strncmp(c, l->index_dir, strlen(l->index_dir)) == 0 || /* firn's own */
+                pathset_has(&l->scan->refs, c);
+    firn_free(c);
+    if (skip)
+        return FIRN_OK;
+    if (modified_ms <= 0 || modified_ms > l->cutoff_ms) {
+        l->young++;
+        return FIRN_OK;
+    }
+    pathset_add(&l->found, loc);
+    l->bytes += size;
+    return FIRN_OK;
+}
+
+static firn_rc orphans(firn__table *t, const firn_maintain_options *o, FILE *out, firn_err *err)
+{
+    const firn_table_metadata *md = t->cat.metadata;
+    size_t ln = strlen(md->location);
+    while (ln > 1 && md->location[ln - 1] == '/')
+        ln--;
+    char *location = firn_strndup(md->location, ln);
+    orphan_scan scan = {.table = t->display, .location = location, .root = root_of(location)};
+    scan.loc_path = scan.root ? location + strlen(scan.root) : location;
+    firn_rc rc = collect_refs(t, &scan, err);
+    char index_dir[4200];
+    char *cloc = comparable(location);
+    snprintf(index_dir, sizeof(index_dir), "%s/metadata/firn-index/", cloc);
+    firn_free(cloc);
+    int64_t age = o->older_than_ms > 0 ? o->older_than_ms : ORPHAN_DEFAULT_AGE_MS;
+    orphan_list l = {
+        .scan = &scan, .index_dir = index_dir, .cutoff_ms = firn_now_us() / 1000 - age};
+    if (rc == FIRN_OK)
+        rc = firn_io_list(t->eng->io, location, on_object, &l, err);
+    size_t deleted = 0, failed = 0;
+    for (size_t i = 0; rc == FIRN_OK && i < l.found.n; i++) {
+        if (!o->delete_orphans) {
+            fprintf(out, "%s: orphan %s\n", t->display, l.found.v[i]);
+            continue;
+        }
+        firn_err derr = {0};
+        firn_rc drc = firn_io_remove(t->eng->io, l.found.v[i], &derr);
+        if (drc == FIRN_OK || drc == FIRN_ERR_NOT_FOUND) {
+            deleted++;
+        } else {
+            failed++;
+            FIRN_LOG(FIRN_LOG_WARN, "engine", "table \"%s\": orphan not deleted: %s", t->display,
+                     derr.msg);
+        }
+    }
+    char size_text[FIRN_SIZE_TEXT_MAX];
+    firn_size_format(l.bytes, size_text);
+    if (rc == FIRN_OK && o->delete_orphans)
+        fprintf(out,
+                "%s: deleted %zu orphan files (%s)%s; %zu unreferenced files are newer than "
+                "the threshold\n",
+                t->display, deleted, size_text, failed ? ", some could not be deleted" : "",
+                l.young);
+    else if (rc == FIRN_OK)
+        fprintf(out,
+                "%s: %zu orphan files (%s), %zu unreferenced files newer than the threshold "
+                "(a dry run: --delete removes the orphans)\n",
+                t->display, l.found.n, size_text, l.young);
+    if (rc == FIRN_OK && failed)
+        rc = firn_err_set(err, FIRN_ERR_IO, "table \"%s\": %zu orphan files could not be deleted",
+                          t->display, failed);
+    pathset_free(&l.found);
+    pathset_free(&scan.refs);
+    firn_free(scan.root);
+    firn_free(location);
+    return rc;
+}
+
 static firn_rc one_table(
     firn__engine *e, const firn_maintain_options *o, const char *full, FILE *out, firn_err *err)
 {
@@ -141,6 +377,8 @@ static firn_rc one_table(
     if (rc == FIRN_OK) {
         if (o->action == FIRN_MAINTAIN_STATUS) {
             print_status(e->cfg, &t, out);
+        } else if (o->action == FIRN_MAINTAIN_ORPHANS) {
+            rc = orphans(&t, o, out, err);
         } else if (o->dry_run) {
             rc = dry_run(&t, out);
         } else {

@@ -62,3 +62,10 @@ firn_rc firn_io_remove(firn_io *io, const char *location, firn_err *err)
 {
     return io->vt->remove(io, location, err);
 }
+
+firn_rc firn_io_list(firn_io *io, const char *prefix, firn_io_list_fn fn, void *ctx, firn_err *err)
+{
+    if (!io->vt->list)
+        return firn_err_set(err, FIRN_ERR_UNSUPPORTED, "this storage cannot list \"%s\"", prefix);
+    return io->vt->list(io, prefix, fn, ctx, err);
+}

@@ -403,6 +403,102 @@ static firn_rc gcs_remove(firn_io *io, const char *location, firn_err *err)
     return rc;
 }
 
+/* Calls fn for each item of one objects.list page; *token is the next page's token (owned),
+ * NULL after the last page. */
+static firn_rc list_page(const firn_buf *body,
+                         const char *bucket,
+                         firn_io_list_fn fn,
+                         void *ctx,
+                         char **token,
+                         firn_err *err)
+{
+    *token = NULL;
+    json_error_t jerr;
+    json_t *doc = json_loadb((const char *)body->data, body->len, 0, &jerr);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return firn_err_set(err, FIRN_ERR_PROTOCOL, "objects.list reply is not a JSON object");
+    }
+    firn_buf loc;
+    firn_buf_init(&loc, URL_MAX);
+    firn_rc rc = FIRN_OK;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(doc, "items"), i, item)
+    {
+        const char *name = json_string_value(json_object_get(item, "name"));
+        const char *size = json_string_value(json_object_get(item, "size"));
+        uint64_t bytes = 0;
+        if (!name || !size || firn_parse_u64(size, strlen(size), &bytes, NULL) != FIRN_OK) {
+            rc = firn_err_set(err, FIRN_ERR_PROTOCOL, "objects.list item without name or size");
+            break;
+        }
+        firn_buf_reset(&loc);
+        rc = firn_buf_appendf(&loc, "gs://%s/%s", bucket, name);
+        if (rc == FIRN_OK)
+            rc = fn(ctx, (const char *)loc.data, bytes,
+                    firn__io_time_ms(json_string_value(json_object_get(item, "updated"))), err);
+        if (rc)
+            break;
+    }
+    const char *next = json_string_value(json_object_get(doc, "nextPageToken"));
+    if (rc == FIRN_OK && next && *next)
+        *token = firn_strdup(next);
+    firn_buf_deinit(&loc);
+    json_decref(doc);
+    return rc;
+}
+
+static firn_rc
+gcs_list(firn_io *io, const char *prefix, firn_io_list_fn fn, void *ctx, firn_err *err)
+{
+    gcs_io *g = (gcs_io *)io;
+    char *bucket = NULL, *object = NULL;
+    FIRN_TRY(split(prefix, &bucket, &object, err));
+    size_t on = strlen(object);
+    while (on > 0 && object[on - 1] == '/')
+        object[--on] = '\0';
+    char *token = NULL;
+    firn_rc rc = FIRN_OK;
+    for (bool first = true; rc == FIRN_OK && (first || token); first = false) {
+        firn_buf url;
+        firn_buf_init(&url, URL_MAX);
+        rc = firn_buf_appendf(&url, "%s/storage/v1/b/", g->endpoint);
+        if (rc == FIRN_OK)
+            rc = firn_url_encode(&url, bucket, strlen(bucket), false);
+        if (rc == FIRN_OK)
+            rc = firn_buf_append_cstr(&url, "/o?prefix=");
+        if (rc == FIRN_OK)
+            rc = firn_url_encode(&url, object, on, false);
+        if (rc == FIRN_OK && on > 0)
+            rc = firn_buf_append_cstr(&url, "%2F");
+        if (rc == FIRN_OK && token) {
+            rc = firn_buf_append_cstr(&url, "&pageToken=");
+            if (rc == FIRN_OK)
+                rc = firn_url_encode(&url, token, strlen(token), false);
+        }
+        firn_free(token);
+        token = NULL;
+        if (rc == FIRN_OK)
+            rc = firn_buf_append(&url, "", 1);
+        firn_http_response resp;
+        firn_http_response_init(&resp);
+        if (rc == FIRN_OK)
+            rc = call(g, FIRN_HTTP_GET, (const char *)url.data, NULL, NULL, 0, (size_t)64 << 20,
+                      &resp, err);
+        if (rc == FIRN_OK)
+            rc = list_page(&resp.body, bucket, fn, ctx, &token, err);
+        firn_http_response_deinit(&resp);
+        firn_buf_deinit(&url);
+    }
+    if (rc)
+        firn_err_context(err, "while listing \"%s\"", prefix);
+    firn_free(token);
+    firn_free(bucket);
+    firn_free(object);
+    return rc;
+}
+
 static void gcs_destroy(firn_io *io)
 {
     gcs_io *g = (gcs_io *)io;
@@ -423,6 +519,7 @@ static const firn_io_vtable gcs_vt = {
     .size = gcs_size,
     .remove = gcs_remove,
     .destroy = gcs_destroy,
+    .list = gcs_list,
 };
 
 static char *endpoint_of(const firn_gcs_options *o)

@@ -3,6 +3,7 @@
  * so a file appears complete or not at all and is never replaced. */
 #include "firn/io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -253,14 +254,91 @@ static firn_rc local_remove(firn_io *io, const char *location, firn_err *err)
     return FIRN_OK;
 }
 
+/* Walks folder path (shown to fn as loc, the same object under the prefix's spelling). */
+static firn_rc walk(char *path,
+                    size_t path_cap,
+                    char *loc,
+                    size_t loc_cap,
+                    firn_io_list_fn fn,
+                    void *ctx,
+                    firn_err *err)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            return FIRN_OK;
+        return firn_err_set_errno(err, errno_rc(e), e, "could not list folder \"%s\"", path);
+    }
+    size_t plen = strlen(path), llen = strlen(loc);
+    firn_rc rc = FIRN_OK;
+    struct dirent *de;
+    while (rc == FIRN_OK && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        size_t n = strlen(de->d_name);
+        if (plen + 1 + n >= path_cap || llen + 1 + n >= loc_cap) {
+            rc = firn_err_set(err, FIRN_ERR_TOO_LARGE, "path under \"%s\" is too long", path);
+            break;
+        }
+        path[plen] = '/';
+        memcpy(path + plen + 1, de->d_name, n + 1);
+        loc[llen] = '/';
+        memcpy(loc + llen + 1, de->d_name, n + 1);
+        struct stat st;
+        if (lstat(path, &st) != 0) {
+            int e = errno;
+            if (e != ENOENT) /* removed meanwhile */
+                rc = firn_err_set_errno(err, errno_rc(e), e, "could not stat \"%s\"", path);
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = walk(path, path_cap, loc, loc_cap, fn, ctx, err);
+        } else if (S_ISREG(st.st_mode)) {
+            int64_t ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+            rc = fn(ctx, loc, (uint64_t)st.st_size, ms, err);
+        }
+        path[plen] = '\0';
+        loc[llen] = '\0';
+    }
+    closedir(d);
+    return rc;
+}
+
+static firn_rc
+local_list(firn_io *io, const char *prefix, firn_io_list_fn fn, void *ctx, firn_err *err)
+{
+    (void)io;
+    char path[PATH_MAX], loc[PATH_MAX + 64];
+    FIRN_TRY(firn_io_local_path(prefix, path, sizeof(path), err));
+    size_t n = strlen(prefix);
+    while (n > 1 && prefix[n - 1] == '/')
+        n--;
+    if (n >= sizeof(loc))
+        return firn_err_set(err, FIRN_ERR_TOO_LARGE, "location \"%s\" is too long", prefix);
+    memcpy(loc, prefix, n);
+    loc[n] = '\0';
+    size_t pn = strlen(path);
+    while (pn > 1 && path[pn - 1] == '/')
+        path[--pn] = '\0';
+    return walk(path, sizeof(path), loc, sizeof(loc), fn, ctx, err);
+}
+
 static void local_destroy(firn_io *io)
 {
     firn_free(io);
 }
 
 static const firn_io_vtable local_vt = {
-    "file",     local_create,     local_write, local_close,  local_abort,
-    local_read, local_read_range, local_size,  local_remove, local_destroy,
+    .scheme = "file",
+    .create = local_create,
+    .write = local_write,
+    .close = local_close,
+    .abort = local_abort,
+    .read = local_read,
+    .read_range = local_read_range,
+    .size = local_size,
+    .remove = local_remove,
+    .destroy = local_destroy,
+    .list = local_list,
 };
 
 firn_io *firn_io_local_new(void)

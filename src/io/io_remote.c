@@ -87,3 +87,45 @@ firn_rc firn__io_take_range(
         return firn_err_set(err, rc, "object \"%s\" does not fit the read buffer", location);
     return FIRN_OK;
 }
+
+/* The n-digit decimal number at p (-1 when p holds fewer digits). */
+static int digits(const char *p, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+int64_t firn__io_time_ms(const char *text)
+{
+    /* YYYY-MM-DDTHH:MM:SS[.fff...](Z|+00:00) */
+    if (!text || strlen(text) < 19 || text[4] != '-' || text[7] != '-' ||
+        (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || text[13] != ':' ||
+        text[16] != ':')
+        return 0;
+    int y = digits(text, 4), mo = digits(text + 5, 2), d = digits(text + 8, 2);
+    int h = digits(text + 11, 2), mi = digits(text + 14, 2), sec = digits(text + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || mi < 0 || sec < 0)
+        return 0;
+    int64_t ms = 0;
+    const char *p = text + 19;
+    if (*p == '.') {
+        int scale = 100;
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            ms += (*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+    /* days from civil (Howard Hinnant's algorithm), proleptic Gregorian */
+    int yy = y - (mo <= 2);
+    int era = (yy >= 0 ? yy : yy - 399) / 400;
+    int yoe = yy - era * 400;
+    int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = (int64_t)era * 146097 + doe - 719468;
+    return ((days * 24 + h) * 60 + mi) * 60000 + (int64_t)sec * 1000 + ms;
+}

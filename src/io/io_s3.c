@@ -482,6 +482,115 @@ static firn_rc s3_remove(firn_io *io, const char *location, firn_err *err)
     return rc;
 }
 
+/* Calls fn for each <Contents> of one ListObjectsV2 page; *token is the next page's
+ * continuation token (owned), NULL after the last page. */
+static firn_rc list_page(const char *xml,
+                         size_t len,
+                         const char *scheme,
+                         const char *bucket,
+                         firn_io_list_fn fn,
+                         void *ctx,
+                         char **token,
+                         firn_err *err)
+{
+    *token = NULL;
+    const char *end = xml + len;
+    firn_buf loc;
+    firn_buf_init(&loc, URL_MAX);
+    firn_rc rc = FIRN_OK;
+    for (const char *p = xml; rc == FIRN_OK && p < end;) {
+        const char *open = strstr(p, "<Contents>");
+        if (!open || open >= end)
+            break;
+        const char *close = strstr(open, "</Contents>");
+        if (!close || close >= end) {
+            rc = firn_err_set(err, FIRN_ERR_PROTOCOL, "truncated ListObjectsV2 reply");
+            break;
+        }
+        size_t n = (size_t)(close - open);
+        char *key = firn__io_xml_text(open, n, "Key");
+        char *size = firn__io_xml_text(open, n, "Size");
+        char *modified = firn__io_xml_text(open, n, "LastModified");
+        uint64_t bytes = 0;
+        if (!key || !size || firn_parse_u64(size, strlen(size), &bytes, NULL) != FIRN_OK) {
+            rc = firn_err_set(err, FIRN_ERR_PROTOCOL, "ListObjectsV2 entry without Key or Size");
+        } else {
+            firn_buf_reset(&loc);
+            rc = firn_buf_appendf(&loc, "%s://%s/%s", scheme, bucket, key);
+            if (rc == FIRN_OK)
+                rc = fn(ctx, (const char *)loc.data, bytes, firn__io_time_ms(modified), err);
+        }
+        firn_free(key);
+        firn_free(size);
+        firn_free(modified);
+        p = close + strlen("</Contents>");
+    }
+    firn_buf_deinit(&loc);
+    char *truncated = firn__io_xml_text(xml, len, "IsTruncated");
+    if (rc == FIRN_OK && truncated && strcmp(truncated, "true") == 0) {
+        *token = firn__io_xml_text(xml, len, "NextContinuationToken");
+        if (!*token)
+            rc = firn_err_set(err, FIRN_ERR_PROTOCOL, "truncated listing without a token");
+    }
+    firn_free(truncated);
+    return rc;
+}
+
+static firn_rc
+s3_list(firn_io *io, const char *prefix, firn_io_list_fn fn, void *ctx, firn_err *err)
+{
+    s3_io *s = (s3_io *)io;
+    char *scheme = NULL, *bucket = NULL, *key = NULL;
+    FIRN_TRY(firn_io_split_location(prefix, &scheme, &bucket, &key, err));
+    firn_buf folder;
+    firn_buf_init(&folder, URL_MAX);
+    size_t kn = strlen(key);
+    while (kn > 0 && key[kn - 1] == '/')
+        kn--;
+    firn_rc rc = firn_buf_append(&folder, key, kn);
+    if (rc == FIRN_OK && kn > 0)
+        rc = firn_buf_append_cstr(&folder, "/");
+    if (rc == FIRN_OK)
+        rc = firn_buf_append(&folder, "", 1);
+    char *token = NULL;
+    for (bool first = true; rc == FIRN_OK && (first || token); first = false) {
+        firn_buf q;
+        firn_buf_init(&q, URL_MAX);
+        rc = firn_buf_append_cstr(&q, "list-type=2&prefix=");
+        if (rc == FIRN_OK)
+            rc = firn_url_encode(&q, (const char *)folder.data, strlen((char *)folder.data), false);
+        if (rc == FIRN_OK && token) {
+            rc = firn_buf_append_cstr(&q, "&continuation-token=");
+            if (rc == FIRN_OK)
+                rc = firn_url_encode(&q, token, strlen(token), false);
+        }
+        firn_free(token);
+        token = NULL;
+        if (rc == FIRN_OK)
+            rc = firn_buf_append(&q, "", 1);
+        firn_http_response resp;
+        firn_http_response_init(&resp);
+        if (rc == FIRN_OK)
+            rc = s3_call(s, FIRN_HTTP_GET, bucket, "", (const char *)q.data, NULL, NULL, 0,
+                         (size_t)64 << 20, &resp, err);
+        if (rc == FIRN_OK)
+            rc = check_xml_error(&resp, "list objects", err);
+        if (rc == FIRN_OK)
+            rc = list_page((const char *)resp.body.data, resp.body.len, scheme, bucket, fn, ctx,
+                           &token, err);
+        firn_http_response_deinit(&resp);
+        firn_buf_deinit(&q);
+    }
+    if (rc && rc != FIRN_ERR_TOO_LARGE)
+        firn_err_context(err, "while listing \"%s\"", prefix);
+    firn_free(token);
+    firn_buf_deinit(&folder);
+    firn_free(scheme);
+    firn_free(bucket);
+    firn_free(key);
+    return rc;
+}
+
 static void s3_destroy(firn_io *io)
 {
     s3_io *s = (s3_io *)io;
@@ -504,6 +613,7 @@ static const firn_io_vtable s3_vt = {
     .size = s3_size,
     .remove = s3_remove,
     .destroy = s3_destroy,
+    .list = s3_list,
 };
 
 /* ---- setup ---- */

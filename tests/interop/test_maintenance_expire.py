@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from firnsync import summary_of
+from net_fixtures import *  # noqa: F401,F403  (gcs_server)
 from rest_fixtures import *  # noqa: F401,F403  (rest_catalog_s3)
 from firnutil import stop_process, wait_for
 from sparkutil import duckdb_rows, pyiceberg_rows, uri_to_path
@@ -280,3 +281,128 @@ def canon(loc, table: str) -> list[tuple]:
 
     arrow = loc.pyiceberg().load_table(table).scan(selected_fields=tuple(COLS)).to_arrow()
     return canon_rows(arrow.select(COLS).to_pylist())
+
+
+def plant(path: Path, data: bytes, age_s: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    t = time.time() - age_s
+    os.utime(path, (t, t))
+
+
+def orphan_lines(out: str) -> set[str]:
+    return {ln.split(": orphan ", 1)[1] for ln in out.splitlines() if ": orphan " in ln}
+
+
+def test_firn_maintain_orphans_local(firn_job):
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP)
+    job.sync()
+    change_round(job, 1)
+    job.sync()
+    tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+    table_dir = Path(uri_to_path(tbl.metadata.location))
+    before = files_on_disk(table_dir)
+    old = 4 * 86400
+    planted = {
+        table_dir / "data" / "00000-dead-beef.parquet": old,
+        table_dir / "data" / "region=z%C3%BCrich" / "x.parquet": old,
+        table_dir / "metadata" / "snap-1-1-lost.avro": old,
+        table_dir / "metadata" / "00099-lost.metadata.json": old,
+        table_dir / "data" / "young.parquet": 60,  # younger than the threshold
+        table_dir / "metadata" / "firn-index" / "index-1.pkm": old,  # firn's own
+    }
+    for p, age in planted.items():
+        plant(p, b"not iceberg", age)
+    dest = job.workdir / "destination.json"
+
+    dry = run_maintain(job, dest, "orphans", job.table("acct"))
+    assert dry.returncode == 0, dry.stderr
+    want = {str(p) for p, age in planted.items() if age == old and "firn-index" not in str(p)}
+    listed = {uri_to_path(x) for x in orphan_lines(dry.stdout)}
+    assert listed == want, dry.stdout
+    assert "4 orphan files" in dry.stdout and "1 unreferenced files newer" in dry.stdout
+    assert all(p.exists() for p in planted)  # a dry run deletes nothing
+
+    rm = run_maintain(job, dest, "orphans", "--delete", job.table("acct"))
+    assert rm.returncode == 0, rm.stderr
+    assert "deleted 4 orphan files" in rm.stdout, rm.stdout
+    for p, age in planted.items():
+        assert p.exists() == (age != old or "firn-index" in str(p)), p
+    assert before <= files_on_disk(table_dir)  # every file the table had is still there
+    check_rows(job)
+    # --older-than 0: the young one goes too; a second pass finds nothing
+    rm = run_maintain(job, dest, "orphans", "--delete", "--older-than", "0")
+    assert rm.returncode == 0 and "deleted 1 orphan files" in rm.stdout, rm.stdout
+    again = run_maintain(job, dest, "orphans")
+    assert "0 orphan files" in again.stdout, again.stdout
+    bad = run_maintain(job, dest, "orphans", "--older-than", "soon")
+    assert bad.returncode == 2 and "--older-than" in bad.stderr
+    bad = run_maintain(job, dest, "status", "--delete")
+    assert bad.returncode == 2
+    change_round(job, 2)
+    job.sync()
+    check_rows(job)
+
+
+def test_firn_maintain_orphans_s3(firn_job, rest_catalog_s3):
+    import uuid as _uuid
+
+    loc = rest_catalog_s3
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP, catalog=loc.firn_catalog(),
+                   catalog_loc=loc, namespace="o_" + _uuid.uuid4().hex[:8],
+                   storage={"endpoint": loc.s3.endpoint, "region": loc.s3.region,
+                            "path_style": True})
+    job.sync()
+    change_round(job, 1)
+    job.sync()
+    tbl = loc.pyiceberg().load_table(job.table("acct"))
+    prefix = f"s3://{loc.s3.bucket}/"
+    table_dir = loc.s3.root / loc.s3.bucket / tbl.location()[len(prefix):]
+    before = files_on_disk(table_dir)
+    orphan = table_dir / "data" / "lost file+1.parquet"
+    plant(orphan, b"x" * 100, 5 * 86400)
+    dest = job.workdir / "destination.json"
+    dry = run_maintain(job, dest, "orphans")
+    assert dry.returncode == 0, dry.stderr
+    assert orphan_lines(dry.stdout) == {tbl.location() + "/data/lost file+1.parquet"}, dry.stdout
+    rm = run_maintain(job, dest, "orphans", "--delete", job.table("acct"))
+    assert rm.returncode == 0 and "deleted 1 orphan files (100 bytes)" in rm.stdout, rm.stdout
+    assert not orphan.exists()
+    assert before == files_on_disk(table_dir)
+    assert canon(loc, job.table("acct")) == job.source_rows("SELECT id, v, n FROM acct")
+
+
+def test_firn_maintain_orphans_gcs(firn_job, gcs_server, monkeypatch, tmp_path):
+    """fake-gcs-server keeps no modification times we can set: --older-than 0 takes every
+    unreferenced object, and only the planted one is unreferenced."""
+    import urllib.parse
+    import urllib.request
+    import uuid as _uuid
+
+    from test_engine_partition_paths import _gcs_names
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_server.endpoint)
+    prefix = f"orph-{_uuid.uuid4().hex[:8]}"
+    db = tmp_path / "gcs-catalog.db"
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP,
+                   catalog={"type": "sql", "name": "firn", "uri": f"sqlite:///{db}",
+                            "warehouse": f"gs://{gcs_server.bucket}/{prefix}"})
+    job.sync()
+    change_round(job, 1)
+    job.sync()
+    before = _gcs_names(gcs_server, prefix + "/")
+    table = next(n for n in before if n.endswith(".metadata.json")).split("/metadata/")[0]
+    orphan = f"{table}/data/lost+found é.parquet"
+    url = (f"{gcs_server.endpoint}/upload/storage/v1/b/{gcs_server.bucket}/o?uploadType=media&"
+           f"{urllib.parse.urlencode({'name': orphan})}")
+    urllib.request.urlopen(urllib.request.Request(url, data=b"x" * 10, method="POST"),
+                           timeout=10).read()
+    dest = job.workdir / "destination.json"
+    dry = run_maintain(job, dest, "orphans", "--older-than", "0")
+    assert dry.returncode == 0, dry.stderr
+    assert orphan_lines(dry.stdout) == {f"gs://{gcs_server.bucket}/{orphan}"}, dry.stdout
+    rm = run_maintain(job, dest, "orphans", "--older-than", "0", "--delete")
+    assert rm.returncode == 0 and "deleted 1 orphan files (10 bytes)" in rm.stdout, rm.stdout
+    assert _gcs_names(gcs_server, prefix + "/") == before
+    change_round(job, 2)
+    job.sync()  # the table still works: its manifests and files are all there
