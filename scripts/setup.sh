@@ -37,6 +37,9 @@ APT_PACKAGES=(
     postgresql-15 postgresql-contrib
     # Spark 3.5 (the Spark interop tests) runs on Java 17.
     openjdk-17-jre-headless
+    # systemd-analyze verify/security checks deploy/systemd/firn@.service (tests/interop/
+    # test_deploy.py); nothing is started, the package only brings the tool.
+    systemd
 )
 
 DEMO_ONLY=0
@@ -48,7 +51,7 @@ esac
 if ((DEMO_ONLY)); then
     demo_packages=()
     for pkg in "${APT_PACKAGES[@]}"; do
-        [[ $pkg == openjdk-* ]] || demo_packages+=("$pkg")
+        [[ $pkg == openjdk-* || $pkg == systemd ]] || demo_packages+=("$pkg")
     done
     APT_PACKAGES=("${demo_packages[@]}")
 fi

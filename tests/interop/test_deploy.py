@@ -1,0 +1,315 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The deployment files of issue 29: the Debian package scripts/package.sh builds from the tree
+(its Depends against the binary's own NEEDED libraries and their owning Debian packages, its
+files), the systemd unit it ships (`systemd-analyze verify` on the package's root and
+`systemd-analyze security --offline` for the hardening), and the packaged binary unpacked with
+`dpkg -x` and run with the unit's own ExecStart (instance paths mapped into a temporary root)
+on the packaged example source.json and streams.json: a copy and streamed changes from a real
+PostgreSQL land in the Iceberg tables (read back with pyiceberg), the state and key index land in
+the unit's state folder, and SIGTERM stops it with exit 0 (what systemd's stop sends)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from firnutil import stop_process, wait_for
+from test_metrics import alive, free_port, scrape, value
+
+REPO = Path(__file__).resolve().parents[2]
+# The runtime libraries firn links (cmake/FirnDeps.cmake), by their Debian 12 package names.
+RUNTIME_PACKAGES = {"libpq5", "libcurl4", "libjansson4", "libzstd1", "libsnappy1v5", "zlib1g",
+                    "libsqlite3-0", "libmicrohttpd12", "libssl3", "libc6"}
+UNIT = "lib/systemd/system/firn@.service"
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory) -> tuple[Path, Path]:
+    """(the .deb scripts/package.sh built, the root it was unpacked into with dpkg -x)."""
+    out = tmp_path_factory.mktemp("deb")
+    r = subprocess.run(["bash", str(REPO / "scripts" / "package.sh")], capture_output=True,
+                       text=True, timeout=1200, env=dict(os.environ, FIRN_PKG_OUT=str(out)))
+    assert r.returncode == 0, r.stderr[-4000:]
+    path = Path(r.stdout.strip().splitlines()[-1])
+    assert path.parent == out and path.name.endswith(".deb"), r.stdout
+    root = out / "root"
+    subprocess.run(["dpkg", "-x", str(path), str(root)], check=True, timeout=60)
+    return path, root
+
+
+def control(deb_path: Path) -> dict[str, str]:
+    text = subprocess.run(["dpkg-deb", "-f", str(deb_path)], capture_output=True, text=True,
+                          check=True).stdout
+    fields, key = {}, None
+    for line in text.splitlines():
+        if line.startswith(" ") and key:
+            fields[key] += "\n" + line
+        else:
+            key, _, val = line.partition(":")
+            fields[key] = val.strip()
+    return fields
+
+
+def depends(fields: dict[str, str]) -> dict[str, str]:
+    """Depends as {package: version constraint ('' for none)}; no alternatives expected."""
+    out = {}
+    for item in fields["Depends"].split(","):
+        item = item.strip()
+        assert "|" not in item, item
+        m = re.fullmatch(r"([a-z0-9][a-z0-9+.-]+)(?: \((.+)\))?", item)
+        assert m, f"unparsable Depends item {item!r}"
+        out[m.group(1)] = m.group(2) or ""
+    return out
+
+
+def owner(path: str) -> str:
+    """The Debian package that installed the library at path (merged /usr: either spelling)."""
+    real = os.path.realpath(path)
+    for cand in dict.fromkeys([path, real, re.sub(r"^/usr/lib/", "/lib/", real),
+                               re.sub(r"^/lib/", "/usr/lib/", real)]):
+        r = subprocess.run(["dpkg", "-S", cand], capture_output=True, text=True)
+        if r.returncode == 0:
+            return r.stdout.split(":")[0].strip()
+    raise AssertionError(f"no installed package owns {path} ({real})")
+
+
+def test_package_depends_and_files(deb):
+    deb_path, root = deb
+    fields = control(deb_path)
+    assert fields["Package"] == "firn"
+    cmake = (REPO / "CMakeLists.txt").read_text()
+    assert fields["Version"] == re.search(r"project\(firn VERSION (\S+)", cmake).group(1)
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert fields["Architecture"] == arch
+    deps = depends(fields)
+    assert RUNTIME_PACKAGES <= set(deps), f"missing from Depends: {RUNTIME_PACKAGES - set(deps)}"
+
+    # Every library the binary needs directly comes from a package in Depends: no sanitizer
+    # runtime, nothing left out.
+    firn = root / "usr" / "bin" / "firn"
+    needed = re.findall(r"NEEDED\s+(\S+)", subprocess.run(
+        ["objdump", "-p", str(firn)], capture_output=True, text=True, check=True).stdout)
+    assert needed and not any("asan" in n or "ubsan" in n for n in needed), needed
+    resolved = dict(re.findall(r"^\s*(\S+) => (/\S+)", subprocess.run(
+        ["ldd", str(firn)], capture_output=True, text=True, check=True).stdout, re.M))
+    for soname in needed:
+        assert soname in resolved, f"ldd does not resolve {soname}"
+        pkg = owner(resolved[soname]).split(",")[0]
+        assert pkg.split(":")[0] in deps, f"{soname} comes from {pkg}, not in Depends {deps}"
+
+    # Each dependency is satisfied by what this Debian 12 machine has installed.
+    for pkg, constraint in deps.items():
+        have = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", pkg],
+                              capture_output=True, text=True)
+        assert have.returncode == 0 and have.stdout, f"{pkg} is not installed"
+        if constraint:
+            op, ver = constraint.split()
+            assert subprocess.run(["dpkg", "--compare-versions", have.stdout, op.replace(
+                ">=", "ge").replace("<=", "le").replace("=", "eq"), ver]).returncode == 0, (
+                f"{pkg} {have.stdout} does not satisfy {constraint}")
+
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb_path)], capture_output=True, text=True,
+                             check=True).stdout
+    files = {line.split()[-1].lstrip(".") for line in listing.splitlines()}
+    for want in ("/usr/bin/firn", "/" + UNIT, "/usr/share/doc/firn/README.md",
+                 "/usr/share/doc/firn/operations.md", "/usr/share/doc/firn/copyright",
+                 "/usr/share/doc/firn/examples/source.json",
+                 "/usr/share/doc/firn/examples/destination.json",
+                 "/usr/share/doc/firn/examples/streams.json",
+                 "/usr/share/doc/firn/examples/firn.env"):
+        assert want in files, f"{want} is not in the package"
+    assert not [f for f in files if f.startswith(("/etc/", "/var/", "/usr/local/"))], files
+    version = subprocess.run([str(firn), "version"], capture_output=True, text=True, timeout=30)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith(f"firn version {fields['Version']} (build "), version.stdout
+
+
+def env_file(text: str) -> dict[str, str]:
+    """KEY=VALUE lines of a systemd EnvironmentFile (no quoting used in ours)."""
+    pairs = [ln.split("=", 1) for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert all(len(p) == 2 and re.fullmatch(r"[A-Z_][A-Z0-9_]*", p[0]) for p in pairs), pairs
+    return dict(pairs)
+
+
+def expand(doc, env: dict[str, str]):
+    """${VAR} and ${VAR:-default} in the strings of doc, as firn expands them (one level; a
+    string that is one reference and expands to digits is a number, as firn takes it)."""
+    if isinstance(doc, dict):
+        return {k: expand(v, env) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [expand(v, env) for v in doc]
+    if not isinstance(doc, str):
+        return doc
+
+    def one(m):
+        name, default = m.group(1), m.group(3)
+        assert name in env or default is not None, f"${{{name}}} is not in firn.env"
+        return env.get(name, default)
+
+    ref = r"\$\{([A-Z_][A-Z0-9_]*)(:-([^}]*))?\}"
+    out = re.sub(ref, one, doc)
+    if re.fullmatch(ref, doc) and re.fullmatch(r"-?[0-9]+", out):
+        return int(out)  # "port": "${PGPORT:-5432}" is a number once expanded
+    return out
+
+
+def test_examples_match_the_schemas(deb):
+    """The packaged example files, expanded with the packaged firn.env, are valid for the
+    packaged binary's own JSON Schemas (`firn spec`), which refuse unknown keys."""
+    import jsonschema
+
+    _, root = deb
+    firn = root / "usr" / "bin" / "firn"
+    examples = root / "usr/share/doc/firn/examples"
+    env = env_file((examples / "firn.env").read_text())
+    for kind in ("source", "destination", "streams"):
+        schema = json.loads(subprocess.run([str(firn), "spec", kind], capture_output=True,
+                                           text=True, check=True).stdout)
+        doc = expand(json.loads((examples / f"{kind}.json").read_text()), env)
+        errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+        assert not errors, f"examples/{kind}.json: {errors}"
+
+
+def verify_root(root: Path, tmp_path: Path) -> Path:
+    """A copy of the package root that also holds this machine's systemd targets and slices,
+    which the unit's default dependencies name (systemd-analyze --root resolves them there)."""
+    vroot = tmp_path / "vroot"
+    shutil.copytree(root, vroot, symlinks=True)
+    units = vroot / "lib" / "systemd" / "system"
+    for f in Path("/lib/systemd/system").iterdir():
+        if f.suffix in (".target", ".slice") and f.is_file() and not f.is_symlink():
+            shutil.copy2(f, units / f.name)
+    return vroot
+
+
+def test_systemd_unit_verifies(deb, tmp_path):
+    tool = shutil.which("systemd-analyze")
+    assert tool, "systemd-analyze is missing (Debian package systemd; scripts/setup.sh)"
+    _, root = deb
+    vroot = verify_root(root, tmp_path)
+    r = subprocess.run([tool, "verify", "--man=no", f"--root={vroot}", "firn@shop.service"],
+                       capture_output=True, text=True, timeout=60)
+    # Unknown keys and bad values are only warnings to verify: none may appear.
+    assert r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(), r.stdout + r.stderr
+
+    # A broken copy must fail the same check, or the check proves nothing.
+    unit = vroot / UNIT
+    good = unit.read_text()
+    unit.write_text(good.replace("ProtectSystem=strict", "ProtectSystem=strictest"))
+    r = subprocess.run([tool, "verify", "--man=no", f"--root={vroot}", "firn@shop.service"],
+                       capture_output=True, text=True, timeout=60)
+    assert "strictest" in r.stderr, r.stderr
+    unit.write_text(good)
+
+    r = subprocess.run([tool, "security", "--offline=yes", f"--root={vroot}", "--no-pager",
+                        "firn@shop.service"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for firn@shop\.service: ([0-9.]+)", r.stdout)
+    assert m, r.stdout + r.stderr
+    assert float(m.group(1)) <= 2.0, f"exposure {m.group(1)} (0 best, 10 worst):\n{r.stdout}"
+    for line in ("DynamicUser=yes", "StateDirectory=firn/%i", "ProtectSystem=strict",
+                 "NoNewPrivileges=yes", "PrivateTmp=yes", "Restart=on-failure"):
+        assert line in good.splitlines(), line
+
+
+def exec_start(unit_text: str) -> list[str]:
+    """ExecStart of the unit as argv (continuation lines joined)."""
+    joined = re.sub(r"\\\n", " ", unit_text)
+    lines = [ln for ln in joined.splitlines() if ln.startswith("ExecStart=")]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0][len("ExecStart="):])
+
+
+def test_packaged_firn_runs_the_unit(deb, pg, pg_db, tmp_path):
+    """The unit's command line, with /etc/firn, %i and %S mapped into tmp_path, on the packaged
+    binary and the packaged example source.json and streams.json."""
+    _, root = deb
+    instance = "shop"
+    etc = tmp_path / "etc" / "firn" / instance
+    state_root = tmp_path / "var" / "lib"  # %S
+    state_dir = state_root / "firn" / instance  # StateDirectory=firn/%i, made by systemd
+    etc.mkdir(parents=True)
+    state_dir.mkdir(parents=True, mode=0o700)
+    examples = root / "usr" / "share" / "doc" / "firn" / "examples"
+    shutil.copy(examples / "source.json", etc / "source.json")
+    shutil.copy(examples / "streams.json", etc / "streams.json")
+    warehouse = tmp_path / "warehouse"
+    catalog_db = state_dir / "catalog.db"
+    (etc / "destination.json").write_text(json.dumps({
+        "catalog": {"type": "sql", "name": "firn", "uri": f"sqlite:///{catalog_db}",
+                    "warehouse": f"file://{warehouse}"},
+        "namespace": "shop_{schema}", "index_dir": f"{state_dir}/index",
+        "commit": {"interval_seconds": 0.5}}))
+
+    port = free_port()
+    argv = exec_start((root / UNIT).read_text())
+    assert argv[0] == "/usr/bin/firn" and "--follow" in argv, argv
+    argv = [a.replace("%i", instance).replace("%S", str(state_root))
+            .replace("/etc/firn/", f"{tmp_path}/etc/firn/")
+            .replace("${FIRN_METRICS_LISTEN}", f"127.0.0.1:{port}") for a in argv]
+    argv[0] = str(root / "usr" / "bin" / "firn")
+    assert not [a for a in argv if "%" in a or "$" in a], argv
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FIRN_", "ASAN", "UBSAN"))}
+    env.update(FIRN_PG_HOST=pg.host, FIRN_PG_PORT=str(pg.port), FIRN_PG_DATABASE=pg_db,
+               FIRN_PG_USER=pg.user, FIRN_PG_PASSWORD="unused-under-trust",
+               FIRN_PG_SSLMODE="disable")
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE orders (id int PRIMARY KEY, amount numeric(10, 2), note text);"
+                     "CREATE TABLE customers (id bigint PRIMARY KEY, name text);"
+                     "INSERT INTO orders SELECT g, g * 1.5, 'o' || g FROM generate_series(1, 200) g;"
+                     "INSERT INTO customers SELECT g, 'c' || g FROM generate_series(1, 20) g;"
+                     "CREATE PUBLICATION firn_shop FOR TABLE orders, customers")
+        log_path = tmp_path / "firn.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(argv, cwd=state_dir, env=env, stdout=log, stderr=log)
+        orders = {"stream": "public.orders", "table": "shop_public.orders"}
+        customers = {"stream": "public.customers", "table": "shop_public.customers"}
+        try:
+            wait_for(lambda: alive(port) or proc.poll() is not None, 60, interval=0.2,
+                     what="/healthz")
+            assert proc.poll() is None, log_path.read_text()[-4000:]
+
+            def copied():
+                f = scrape(port)
+                return f if (value(f, "firn_rows_written_total", **orders) == 200 and
+                             value(f, "firn_rows_written_total", **customers) == 20 and
+                             value(f, "firn_backfill_pending", **orders) == 0) else None
+
+            wait_for(copied, 90, interval=0.2, what="the copy")
+            conn.execute("INSERT INTO orders SELECT g, g, 'late' FROM generate_series(201, 230) g;"
+                         "UPDATE orders SET note = 'changed' WHERE id <= 10;"
+                         "DELETE FROM orders WHERE id BETWEEN 11 AND 15")
+            want = conn.execute("SELECT id, amount::text, note FROM orders ORDER BY id").fetchall()
+            from pyiceberg.catalog.sql import SqlCatalog
+
+            catalog = SqlCatalog("firn", uri=f"sqlite:///{catalog_db}",
+                                 warehouse=f"file://{warehouse}")
+
+            def table_rows():
+                t = catalog.load_table("shop_public.orders").scan(
+                    selected_fields=("id", "amount", "note")).to_arrow().to_pylist()
+                return sorted((r["id"], f"{r['amount']:.2f}", r["note"]) for r in t)
+
+            wait_for(lambda: table_rows() == [tuple(r) for r in want], 60, interval=0.3,
+                     what="the orders table to equal the source")
+            assert stop_process(proc, signal.SIGTERM, timeout=60) == 0, \
+                log_path.read_text()[-4000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE slot_name = 'firn_shop'")
+    # The unit's state folder holds the state, the stats and the key index.
+    assert json.loads((state_dir / "state.json").read_text())
+    assert (state_dir / "stats.json").is_file()
+    assert any((state_dir / "index" / "pkindex").iterdir())
