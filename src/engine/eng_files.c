@@ -131,9 +131,12 @@ typedef struct roll_ctx {
     size_t *n_files;
 } roll_ctx;
 
+/* Storage refusing a data file is the destination's failure, whatever phase writes it (a copy
+ * worker, a flush): firn__blame. */
 static firn_rc sink_write(void *ctx, const void *p, size_t len, firn_err *err)
 {
-    return firn_io_write(((roll_ctx *)ctx)->out, p, len, err);
+    return firn__blame(err, FIRN_FAULT_DESTINATION,
+                       firn_io_write(((roll_ctx *)ctx)->out, p, len, err));
 }
 
 static firn_rc roll_open(void *ctx,
@@ -149,7 +152,8 @@ static firn_rc roll_open(void *ctx,
     if (n < 0 || (size_t)n >= sizeof(path))
         return firn_err_set(err, FIRN_ERR_TOO_LARGE, "data file path under \"%s\" is too long",
                             (const char *)r->dir.data);
-    FIRN_TRY(firn_io_create(r->w->io, path, &r->out, err));
+    FIRN_TRY(
+        firn__blame(err, FIRN_FAULT_DESTINATION, firn_io_create(r->w->io, path, &r->out, err)));
     firn_free(r->path);
     r->path = firn_strdup(path);
     *out_write = sink_write;
@@ -185,7 +189,7 @@ roll_close(void *ctx, uint32_t file_index, firn_pq_file_metrics *metrics, firn_e
     uint64_t size = 0;
     firn_io_writer *out = r->out;
     r->out = NULL;
-    FIRN_TRY(firn_io_close(out, &size, err));
+    FIRN_TRY(firn__blame(err, FIRN_FAULT_DESTINATION, firn_io_close(out, &size, err)));
     FIRN_ASSERT(size == metrics->file_size_bytes);
     *r->files = firn_reallocarray(*r->files, *r->n_files + 1, sizeof(firn_data_file));
     firn_data_file *f = &(*r->files)[(*r->n_files)++];
