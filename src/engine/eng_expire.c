@@ -184,6 +184,7 @@ typedef struct cleanup {
 
 static void remove_file(cleanup *c, const char *path, size_t *count)
 {
+    firn__fault_point("expire-deleting");
     firn_err err = {0};
     firn_rc rc = firn_io_remove(c->io, path, &err);
     if (rc == FIRN_OK || rc == FIRN_ERR_NOT_FOUND) {
@@ -398,6 +399,8 @@ firn_rc firn__expire_run(firn__table *t, bool force, firn__expire_result *res, f
     expire_ctx x = {.cap = p.max_main_snapshots};
     int64_t t0 = firn_monotonic_ns();
     firn_rc rc = firn__table_meta_commit(t, expire_once, &x, err);
+    if (rc == FIRN_OK && x.committed)
+        firn__fault_point("expire-committed");
     if (rc == FIRN_OK && x.committed && x.before) {
         cleanup c = {.io = t->eng->io};
         firn_err cerr = {0};

@@ -23,6 +23,8 @@ static const char *const points[] = {
     "after-commit",   /* a table's catalog commit is made, its index and the state not updated */
     "before-ack",     /* every table of a flush committed, the slot not acknowledged */
     "mid-txn",        /* a change inside a source transaction is decoded into a buffer */
+    "expire-committed", /* an expiry's catalog commit is made, no file of it deleted */
+    "expire-deleting",  /* before each file an expiry deletes */
 };
 
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;

@@ -406,3 +406,36 @@ def test_firn_maintain_orphans_gcs(firn_job, gcs_server, monkeypatch, tmp_path):
     assert _gcs_names(gcs_server, prefix + "/") == before
     change_round(job, 2)
     job.sync()  # the table still works: its manifests and files are all there
+
+
+def test_expiry_killed_at_each_step(firn_job):
+    """firn maintain expire killed (SIGKILL, FIRN_TEST_CRASH) after its commit and between its
+    deletes: the table reads the source's rows, every file a snapshot reads exists, and the
+    files the dead run left behind are exactly what `firn maintain orphans` then removes."""
+    for point in ("expire-committed:1", "expire-deleting:1", "expire-deleting:4"):
+        job = firn_job([{"stream_name": "acct"}], setup=SETUP,
+                       destination_extra={"maintenance": {"min_snapshots_to_keep": 2,
+                                                          "snapshot_max_age_seconds": 0}})
+        job.sync()
+        for k in range(1, 5):
+            change_round(job, k)
+            job.sync()
+        dest = job.workdir / "destination.json"
+        env = dict(os.environ, FIRN_TEST_CRASH=point)
+        proc = subprocess.run([str(job.firn_bin), "maintain", "expire", "--destination",
+                               str(dest)], capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == -signal.SIGKILL, (point, proc.returncode, proc.stderr[-2000:])
+        tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+        assert len(tbl.metadata.snapshots) == 2, point  # the commit was made before the kill
+        assert all(os.path.exists(f) for f in referenced_files(tbl, live=True)), point
+        check_rows(job)
+        table_dir = Path(uri_to_path(tbl.metadata.location))
+        left = files_on_disk(table_dir) - referenced_files(tbl)
+        assert left, point  # the dead run did not get to delete them all
+        rm = run_maintain(job, dest, "orphans", "--older-than", "0", "--delete")
+        assert rm.returncode == 0 and f"deleted {len(left)} orphan files" in rm.stdout, \
+            (point, rm.stdout, sorted(left))
+        assert not files_on_disk(table_dir) - referenced_files(tbl)
+        change_round(job, 9)
+        job.sync()
+        check_rows(job)
