@@ -216,6 +216,33 @@ install_spark_jars() {
     install_jars "$SPARK_JARS" spark
 }
 
+# promtool (checks deploy/prometheus rules and /metrics in tests/interop/test_deploy.py and
+# test_metrics.py) from Debian's prometheus package, unpacked into $CACHE_DIR/bin/promtool:
+# installing the package would also install and start a Prometheus server.
+install_promtool() {
+    local bin=$CACHE_DIR/bin stamp=$CACHE_DIR/bin/.promtool.version want tmp
+    want=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^ *Candidate: //p')
+    if [[ -z $want || $want == "(none)" ]]; then
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        want=$(apt-cache policy prometheus | sed -n 's/^ *Candidate: //p')
+    fi
+    [[ -n $want && $want != "(none)" ]] || die "no Debian package prometheus to take promtool from"
+    if [[ -x $bin/promtool && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+        say "promtool: up to date ($want)"
+        return
+    fi
+    say "unpacking promtool from Debian's prometheus $want into $bin"
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -q "prometheus=$want" >/dev/null 2>&1) ||
+        die "apt-get download prometheus=$want failed"
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+    mkdir -p "$bin"
+    install -m 0755 "$tmp/root/usr/bin/promtool" "$bin/promtool"
+    rm -rf "$tmp"
+    "$bin/promtool" --version >/dev/null || die "$bin/promtool does not run"
+    echo "$want" >"$stamp"
+}
+
 install_apt
 install_venv
 if ((DEMO_ONLY)); then
@@ -225,6 +252,7 @@ if ((DEMO_ONLY)); then
 fi
 # Object-storage test services (versitygw, fake-gcs-server), go-installed into $CACHE_DIR/bin.
 bash scripts/services.sh
+install_promtool
 # The Iceberg REST catalog fixture (a Java 17 jar; tests/harness/rest_catalog.sh).
 install_jars "$REST_JARS" "REST catalog"
 if [[ ${FIRN_SKIP_SPARK:-} == 1 ]]; then

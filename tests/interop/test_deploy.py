@@ -313,3 +313,136 @@ def test_packaged_firn_runs_the_unit(deb, pg, pg_db, tmp_path):
     assert json.loads((state_dir / "state.json").read_text())
     assert (state_dir / "stats.json").is_file()
     assert any((state_dir / "index" / "pkindex").iterdir())
+
+
+# ---------------------------------------------------------------------------------------------
+# The container recipe and the Kubernetes manifests
+
+DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
+K8S = REPO / "deploy" / "kubernetes"
+VENV_BIN = Path(os.environ.get("FIRN_CACHE", Path.home() / ".cache" / "firn")) / "venv" / "bin"
+
+
+def venv_tool(name: str) -> str:
+    path = VENV_BIN / name
+    assert path.is_file(), f"{path} is missing (scripts/setup.sh installs it from " \
+                           "scripts/requirements-test.txt)"
+    return str(path)
+
+
+def unit_args_in(root: Path, etc: str, state: str, listen: str) -> list[str]:
+    """The unit's ExecStart arguments (after the binary) for one instance folder layout."""
+    return [a.replace("/etc/firn/%i", etc).replace("%S/firn/%i", state)
+            .replace("${FIRN_METRICS_LISTEN}", listen)
+            for a in exec_start((root / UNIT).read_text())[1:]]
+
+
+def test_dockerfile(deb, tmp_path):
+    """No Docker engine here: the Dockerfile is linted with hadolint (which must catch a known
+    fault in a copy) and its shape checked: slim Debian base, the package from a build stage,
+    a non-root user, the unit's command line."""
+    hadolint = venv_tool("hadolint")
+    r = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    bad = tmp_path / "Dockerfile"
+    bad.write_text(DOCKERFILE.read_text().replace("--no-install-recommends", ""))
+    r = subprocess.run([hadolint, str(bad)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "DL3015" in r.stdout, r.stdout + r.stderr
+
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    froms = [ln.split()[1] for ln in lines if ln.startswith("FROM ")]
+    assert froms == ["debian:12-slim", "debian:12-slim"], froms
+    final = lines[max(i for i, ln in enumerate(lines) if ln.startswith("FROM ")):]
+    users = [ln.split()[1] for ln in final if ln.startswith("USER ")]
+    assert users and users[-1].split(":")[0] not in ("root", "0"), users
+    assert any("package.sh" in ln for ln in lines) and any(
+        ln.startswith("COPY --from=build") for ln in final), lines
+    assert json.loads(next(ln for ln in final if ln.startswith("ENTRYPOINT "))[11:]) == \
+        ["/usr/bin/firn"]
+    cmd = json.loads(next(ln for ln in final if ln.startswith("CMD "))[4:])
+    assert cmd == unit_args_in(deb[1], "/etc/firn", "/var/lib/firn", "0.0.0.0:9187"), cmd
+    # The build stage installs every -dev library setup.sh installs for building firn.
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    devs = set(re.findall(r"\b(lib[a-z0-9.+-]*-dev)\b", setup.split("APT_PACKAGES=(")[1]
+                          .split(")")[0]))
+    assert devs and devs <= set(text.split()), devs - set(text.split())
+
+
+def manifests() -> dict[tuple[str, str], dict]:
+    import yaml
+
+    docs = {}
+    for f in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(f.read_text()):
+            docs[(doc["kind"], doc["metadata"]["name"])] = doc
+    return docs
+
+
+def pod_spec(doc: dict) -> dict:
+    return (doc["spec"]["jobTemplate"]["spec"] if doc["kind"] == "CronJob" else doc["spec"])[
+        "template"]["spec"]
+
+
+def test_kubernetes_manifests(deb, tmp_path):
+    """Every manifest passes kubernetes-validate --strict (the Kubernetes API schemas, bundled:
+    no download; a misspelt field in a copy must fail), and they fit together: the workloads
+    mount the ConfigMap's files where their arguments read them and the claim where the state
+    and the key index go, take the Secret, probe the port firn serves, and the ConfigMap's files,
+    expanded with the pods' env and the Secret, satisfy firn spec's schemas."""
+    import jsonschema
+
+    tool = venv_tool("kubernetes-validate")
+    files = sorted(K8S.glob("*.yaml"))
+    r = subprocess.run([tool, "--strict", *map(str, files)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(" passed for resource ") == len(manifests()), r.stdout
+    bad = tmp_path / "deployment.yaml"
+    bad.write_text((K8S / "deployment.yaml").read_text().replace("readinessProbe:",
+                                                                 "readynessProbe:"))
+    r = subprocess.run([tool, "--strict", str(bad)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "readynessProbe" in r.stdout + r.stderr, r.stdout + r.stderr
+
+    docs = manifests()
+    config = docs[("ConfigMap", "firn-shop-config")]
+    secret = docs[("Secret", "firn-shop-credentials")]
+    assert ("PersistentVolumeClaim", "firn-shop-state") in docs
+    firn = deb[1] / "usr" / "bin" / "firn"
+    deploy = docs[("Deployment", "firn-shop")]
+    cron = docs[("CronJob", "firn-shop-catchup")]
+    assert deploy["spec"]["replicas"] == 1 and deploy["spec"]["strategy"]["type"] == "Recreate"
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    follow = unit_args_in(deb[1], "/etc/firn", "/var/lib/firn", "0.0.0.0:9187")
+    for doc in (deploy, cron):
+        spec = pod_spec(doc)
+        (c,) = spec["containers"]
+        want = follow if doc is deploy else [a for a in follow[:follow.index("--metrics-listen")]
+                                             if a != "--follow"]
+        assert c["args"] == want, (doc["kind"], c["args"])
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        mounts = {m["mountPath"]: volumes[m["name"]] for m in c["volumeMounts"]}
+        assert mounts["/etc/firn"]["configMap"]["name"] == config["metadata"]["name"]
+        assert mounts["/var/lib/firn"]["persistentVolumeClaim"]["claimName"] == "firn-shop-state"
+        for flag in ("--source", "--destination", "--streams"):
+            path = Path(c["args"][c["args"].index(flag) + 1])
+            assert path.parent == Path("/etc/firn") and path.name in config["data"], path
+        assert c["args"][c["args"].index("--state") + 1].startswith("/var/lib/firn/")
+        assert [e["secretRef"]["name"] for e in c["envFrom"]] == [secret["metadata"]["name"]]
+        env = {e["name"]: e["value"] for e in c["env"]} | secret["stringData"]
+        for name in ("source", "destination", "streams"):
+            schema = json.loads(subprocess.run([str(firn), "spec", name], capture_output=True,
+                                               text=True, check=True).stdout)
+            doc_json = expand(json.loads(config["data"][f"{name}.json"]), env)
+            errors = [e.message for e in
+                      jsonschema.Draft202012Validator(schema).iter_errors(doc_json)]
+            assert not errors, f"{name}.json of the ConfigMap: {errors}"
+            if name == "destination":
+                assert doc_json["index_dir"].startswith("/var/lib/firn/"), doc_json
+    (c,) = pod_spec(deploy)["containers"]
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert port["metrics"] == 9187
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
