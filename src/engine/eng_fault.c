@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 static const char *const points[] = {
-    "backfill-batch", /* a backfill batch's data files are written, nothing committed */
-    "backfill-chunk", /* finished chunks of an initial copy are committed, the copy is not */
-    "after-upload",   /* a table's files are uploaded, its catalog commit not yet made */
-    "after-commit",   /* a table's catalog commit is made, its index and the state not updated */
-    "before-ack",     /* every table of a flush committed, the slot not acknowledged */
-    "mid-txn",        /* a change inside a source transaction is decoded into a buffer */
+    "backfill-batch",   /* a backfill batch's data files are written, nothing committed */
+    "backfill-chunk",   /* finished chunks of an initial copy are committed, the copy is not */
+    "after-upload",     /* a table's files are uploaded, its catalog commit not yet made */
+    "after-commit",     /* a table's catalog commit is made, its index and the state not updated */
+    "before-ack",       /* every table of a flush committed, the slot not acknowledged */
+    "mid-txn",          /* a change inside a source transaction is decoded into a buffer */
     "expire-committed", /* an expiry's catalog commit is made, no file of it deleted */
     "expire-deleting",  /* before each file an expiry deletes */
 };
