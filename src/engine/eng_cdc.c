@@ -1665,9 +1665,29 @@ static firn_rc check_table_leaves(firn__engine *e, firn__table *t, const char *x
         t->halted = true;
         t->halt_lsn = t->committed_lsn;
     }
+    /* A leaf of the last start that is not one now was detached or dropped: PostgreSQL writes
+     * no change for that, so the rows it held stay in the table. */
+    for (const char *p = known; rc == FIRN_OK && p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        uint64_t oid = 0;
+        bool now = false;
+        if (firn_parse_u64(p, len, &oid, NULL) == FIRN_OK) {
+            for (size_t l = 0; l < n && !now; l++)
+                now = links[l].oid == oid;
+            if (!now)
+                FIRN_LOG(FIRN_LOG_WARN, "engine",
+                         "the partition of oid %llu, a leaf of table %s at the last start, is "
+                         "no longer one (detached or dropped since): any rows it held stay in "
+                         "table \"%s\"; to remove them, drop table \"%s\" and run firn sync to "
+                         "copy it again",
+                         (unsigned long long)oid, t->pg->qualified, t->display, t->display);
+        }
+        p = end ? end + 1 : p + len;
+    }
     firn_pg_leaf_links_free(links, n);
-    if (rc == FIRN_OK && !t->halted && text.len > 0)
-        rc = firn__table_meta_commit(t, save_leaves_once, text.data, err);
+    if (rc == FIRN_OK && !t->halted && (text.len > 0 || (known && known[0])))
+        rc = firn__table_meta_commit(t, save_leaves_once, text.len ? (char *)text.data : "", err);
     firn_buf_deinit(&text);
     return rc;
 }

@@ -238,7 +238,8 @@ def test_truncate_of_some_partitions_stops_that_stream(pg, pg_db, firn_bin, duck
 def test_detached_partition_takes_no_more_changes(pg, pg_db, firn_bin, duck, tmp_path):
     """A partition detached while streaming (the publication also names it, so its later changes
     still arrive): they are not written to the root's table, with a warning; the rows it held
-    stay there (the warning says so and how to remove them)."""
+    stay there (the warning says so and how to remove them). One detached between runs is
+    named at the start of the next run."""
     with pg.connect(dbname=pg_db, autocommit=True) as conn:
         make_source(conn, extra_pub=", p_a")
         conn.execute("CREATE TABLE p_b PARTITION OF p FOR VALUES IN ('b'); "
@@ -266,6 +267,17 @@ def test_detached_partition_takes_no_more_changes(pg, pg_db, firn_bin, duck, tmp
         conn.execute("INSERT INTO p VALUES (12, 'b', 'next run')")
         fe.sync()
         assert iceberg_ids(fe, "p") == [1, 2, 3, 4, 5, 10, 11, 12]
+        # Detached between runs: no change tells, the start of the next run does.
+        oid = conn.execute("SELECT 'p_b'::regclass::oid").fetchone()[0]
+        conn.execute("CREATE TABLE p_c PARTITION OF p FOR VALUES IN ('c'); "
+                     "INSERT INTO p VALUES (13, 'c', 'c'); "
+                     "ALTER TABLE p DETACH PARTITION p_b")
+        run = fe.sync()
+        assert (f'the partition of oid {oid}, a leaf of table \\"public\\".\\"p\\" at the last '
+                'start, is no longer one (detached or dropped since)') in run.stderr, run.stderr
+        assert iceberg_ids(fe, "p") == [1, 2, 3, 4, 5, 10, 11, 12, 13]
+        run = fe.sync()  # said once
+        assert "is no longer one" not in run.stderr, run.stderr
         # Its remedy: a copy has the source's rows.
         fe.catalog().drop_table(f"{NS}.p")
         fe.sync()
