@@ -460,6 +460,11 @@ FIRN_MUST_CHECK firn_rc firn_config_spec(const char *which, char **out_json, fir
  * (KB = 1000, KiB = 1024). FIRN_ERR_PARSE naming the text otherwise. */
 FIRN_MUST_CHECK firn_rc firn_size_parse(const char *text, uint64_t *out_bytes, firn_err *err);
 
+/** True when d's catalog is Google BigLake: a REST catalog whose URI is at
+ * biglake.googleapis.com, or a bl:// warehouse (BigLake's multi-bucket form). BigLake takes
+ * single-level namespaces only and table metadata up to 1 MB. */
+bool firn_destination_is_biglake(const firn_destination_config *d);
+
 /** Bytes a firn_size_format text needs with its NUL (the longest, "1023.9 GiB", has 10). */
 #define FIRN_SIZE_TEXT_MAX 16
 /** Writes a byte count as people read it into out (FIRN_SIZE_TEXT_MAX bytes): "0 bytes",

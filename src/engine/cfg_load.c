@@ -205,6 +205,13 @@ static firn_rc resolve_stream(firn_config *cfg, firn_stream_config *st, firn_err
     char *ns = expand_namespace(pattern, cfg->has_source ? src->database : NULL, st->namespace);
     firn_free(st->target_namespace);
     st->target_namespace = ns;
+    if (cfg->has_destination && firn_destination_is_biglake(dst) && strchr(ns, '.'))
+        return firn_err_set(err, FIRN_ERR_CONFIG,
+                            "stream \"%s.%s\": target namespace \"%s\" has a dot, and BigLake "
+                            "takes single-level namespaces only: set the stream's "
+                            "\"target_namespace\" (or the destination's \"namespace\") to a "
+                            "name without dots",
+                            st->namespace, st->name, ns);
     if (!st->target_table)
         st->target_table = firn_strdup(st->name);
     if (st->commit.interval_ms == 0)

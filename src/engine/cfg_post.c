@@ -569,6 +569,14 @@ const char *firn__cfg_iceberg_name_problem(const char *name, bool dotted)
     return NULL;
 }
 
+bool firn_destination_is_biglake(const firn_destination_config *d)
+{
+    const char *uri = d->catalog.uri ? d->catalog.uri : "";
+    const char *wh = d->catalog.warehouse ? d->catalog.warehouse : "";
+    return d->catalog.kind == FIRN_CATALOG_REST &&
+           (strstr(uri, "biglake.googleapis.com") != NULL || strncmp(wh, "bl://", 5) == 0);
+}
+
 static bool namespace_pattern_ok(const char *p)
 {
     while ((p = strchr(p, '{'))) {
@@ -720,6 +728,12 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(
             ctx, err, "\"%s\" \"%.64s%s\" %s", seen_path(ctx, &d->namespace_pattern, "namespace"),
             d->namespace_pattern, strlen(d->namespace_pattern) > 64 ? "..." : "", why);
+    if (firn_destination_is_biglake(d) && strchr(d->namespace_pattern, '.'))
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\" \"%.64s\": BigLake takes single-level namespaces only (no "
+                              "dots); join the parts with \"_\", e.g. \"{database}_{schema}\"",
+                              seen_path(ctx, &d->namespace_pattern, "namespace"),
+                              d->namespace_pattern);
     if (!firn__cfg_was_set(ctx, &d->storage.path_style))
         d->storage.path_style = d->storage.endpoint != NULL;
     if (d->index_dir && !d->index_dir[0])

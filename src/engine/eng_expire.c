@@ -76,10 +76,7 @@ uint64_t firn__metadata_budget(const firn_destination_config *d)
 {
     if (d->maintenance.max_metadata_bytes > 0)
         return d->maintenance.max_metadata_bytes;
-    const char *uri = d->catalog.uri ? d->catalog.uri : "";
-    const char *wh = d->catalog.warehouse ? d->catalog.warehouse : "";
-    if (d->catalog.kind == FIRN_CATALOG_REST &&
-        (strstr(uri, "biglake.googleapis.com") || strncmp(wh, "bl://", 5) == 0))
+    if (firn_destination_is_biglake(d))
         return BIGLAKE_BUDGET_BYTES;
     return DEFAULT_BUDGET_BYTES;
 }

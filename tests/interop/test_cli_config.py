@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "config"
-COMMANDS = ["spec", "check", "discover", "sync", "status", "version", "help"]
+COMMANDS = ["spec", "check", "discover", "sync", "status", "maintain", "version", "help"]
 ENV = {
     "FIRN_TEST_PG_PASSWORD": "pg-secret-123",
     "FIRN_TEST_S3_SECRET": "s3-secret-456",
@@ -213,3 +213,34 @@ def test_spec_validates_fixture_files(firn_bin):
     assert list(jsonschema.Draft202012Validator(schemas["source"]).iter_errors(bad_source))
     single = json.loads(run(firn_bin, "spec", "destination").stdout)
     assert single == schemas["destination"]
+
+
+def test_biglake_refuses_dotted_namespaces_before_anything(firn_bin, tmp_path):
+    """BigLake takes single-level namespaces only (issue 26): a dotted destination namespace or
+    a stream's dotted target_namespace is a configuration error naming the rule, before any
+    connection (the catalog URI here is not even reachable)."""
+    dest = {"catalog": {"type": "rest", "uri": "https://biglake.googleapis.com/iceberg/v1/"
+                        "restcatalog", "warehouse": "gs://b/w", "token": "t"},
+            "namespace": "lake.{schema}"}
+    d = write(tmp_path, "destination.json", json.dumps(dest))
+    proc = run(firn_bin, "check", "--destination", str(d))
+    assert proc.returncode == 2, proc.stderr
+    assert "BigLake takes single-level namespaces only" in one_line(proc.stderr)
+    assert '"namespace" "lake.{schema}"' in proc.stderr
+    # the bl:// warehouse form is BigLake too; a stream's own dotted target_namespace
+    dest["catalog"] = {"type": "rest", "uri": "https://catalog.example/iceberg",
+                       "warehouse": "bl://projects/p/catalogs/c", "token": "t"}
+    dest["namespace"] = "{database}_{schema}"
+    d = write(tmp_path, "destination.json", json.dumps(dest))
+    streams = write(tmp_path, "streams.json", json.dumps(
+        {"selected_streams": {"public": [{"stream_name": "t", "target_namespace": "a.b"}]}}))
+    proc = run(firn_bin, "sync", "--source", str(DATA / "firn_source.json"), "--destination",
+               str(d), "--streams", str(streams))
+    assert proc.returncode == 2, proc.stderr
+    assert 'stream "public.t": target namespace "a.b" has a dot' in one_line(proc.stderr)
+    # elsewhere a dotted namespace is a nested namespace, and fine
+    dest["catalog"] = {"type": "rest", "uri": "http://127.0.0.1:9/iceberg", "token": "t"}
+    dest["namespace"] = "lake.{schema}"
+    d = write(tmp_path, "destination.json", json.dumps(dest))
+    proc = run(firn_bin, "check", "--destination", str(d))
+    assert "single-level" not in proc.stderr and proc.returncode != 2, proc.stderr
