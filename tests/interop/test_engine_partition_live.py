@@ -7,8 +7,9 @@ Iceberg table. A partition attached with rows it already held (never sent as cha
 TRUNCATE of some partitions only, stop that table's stream with one line naming the partition
 and the remedy, the slot held at the table's position, the other streams going; the remedy
 (drop the Iceberg table, run firn sync) gives the source's rows. A partition detached while
-streaming takes no more changes, with a warning. Every table is compared value by value with
-the source through pyiceberg and DuckDB."""
+streaming takes no more changes, with a warning. Partitions created while firn is killed at its
+crash points lose and double nothing. Every table is compared value by value with the source
+through pyiceberg and DuckDB."""
 from __future__ import annotations
 
 import pytest
@@ -282,3 +283,34 @@ def test_detached_partition_takes_no_more_changes(pg, pg_db, firn_bin, duck, tmp
         fe.catalog().drop_table(f"{NS}.p")
         fe.sync()
         compare_table(fe, conn, duck, "p")
+
+
+def test_partitions_created_while_streaming_after_kills(pg, pg_db, firn_bin, duck, tmp_path):
+    """firn --follow killed (SIGKILL at its crash points: inside a transaction, after the upload,
+    after the catalog commit, before the acknowledgement) while partitions are created and
+    filled, restarted each time: no row of a new partition is lost or doubled."""
+    points = ["mid-txn", "after-upload", "after-commit", "before-ack", "after-upload",
+              "before-ack"]
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        make_source(conn)
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["p", "o"], interval_s=0.2)
+        fe.sync()
+        for i, point in enumerate(points):
+            with reaped(fe.start_follow(env={"FIRN_TEST_CRASH": f"{point}:1"})) as proc:
+                wait_for(lambda: slot_active(conn), 60, what="the slot to be in use")
+                with conn.transaction():
+                    conn.execute(f"CREATE TABLE p_{i} PARTITION OF p FOR VALUES IN ('r{i}')")
+                    conn.execute(f"INSERT INTO p SELECT g, 'r{i}', 'v' || g FROM "
+                                 f"generate_series({100 * i + 100}, {100 * i + 120}) g")
+                conn.execute(f"UPDATE p SET v = 'u{i}' WHERE id = {100 * i + 101}")
+                if i:
+                    conn.execute(f"DELETE FROM p WHERE id = {100 * i + 2}")
+                    conn.execute(f"UPDATE p SET v = 'again' WHERE region = 'r{i - 1}'")
+                conn.execute(f"INSERT INTO o VALUES ({10 + i}, 'o')")
+                wait_for(lambda: proc.poll() is not None, 60, what=f"firn to die at {point}")
+                assert proc.returncode == -9, log_of(fe)[-3000:]
+            wait_for(lambda: not slot_active(conn), 30, what="the slot to be free")
+        fe.sync()
+        compare_table(fe, conn, duck, "p")
+        compare_table(fe, conn, duck, "o")
