@@ -190,14 +190,14 @@ typedef struct outage {
 static void outage_init(outage *o, firn__table *t)
 {
     const firn__engine *e = t->eng;
-    const firn_destination_config *d = &e->cfg->destination;
+    /* no configuration (a tool driving the committer alone): the defaults of a catch-up run */
+    const firn_destination_config *d = e->cfg ? &e->cfg->destination : NULL;
     bool follow = e->opts && e->opts->follow;
     memset(o, 0, sizeof(*o));
     o->t = t;
-    o->limit_ms = d->commit_retry_timeout_ms >= 0 ? d->commit_retry_timeout_ms
-                  : follow                        ? 0
-                                                  : COMMIT_CATCHUP_RETRY_MS;
-    o->cap_ms = d->commit_retry_max_wait_ms > 0 ? d->commit_retry_max_wait_ms : 60000;
+    int64_t limit = d ? d->commit_retry_timeout_ms : -1;
+    o->limit_ms = limit >= 0 ? limit : follow ? 0 : COMMIT_CATCHUP_RETRY_MS;
+    o->cap_ms = d && d->commit_retry_max_wait_ms > 0 ? d->commit_retry_max_wait_ms : 60000;
     o->backoff_ms = COMMIT_BACKOFF_MIN_MS;
 }
 
@@ -330,7 +330,7 @@ static bool outage_error(firn_rc rc)
 static firn_rc
 commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_err *err)
 {
-    int64_t t0 = firn_monotonic_ns();
+    int64_t conflict0 = 0; /* first conflict: their budget does not count an outage before */
     int64_t conflict_backoff_ms = COMMIT_BACKOFF_MIN_MS;
     outage o;
     outage_init(&o, t);
@@ -372,7 +372,9 @@ commit_retry(firn__table *t, const commit_req *q, const char *commit_id, firn_er
             }
             continue;
         }
-        if ((firn_monotonic_ns() - t0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS)
+        if (!conflict0)
+            conflict0 = firn_monotonic_ns();
+        if ((firn_monotonic_ns() - conflict0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS)
             break;
         FIRN_LOG(FIRN_LOG_INFO, "engine", "table \"%s\": commit attempt %d failed (%s), retrying",
                  t->display, attempt, err ? err->msg : firn_rc_message(rc));
@@ -390,7 +392,7 @@ firn_rc firn__table_meta_commit(firn__table *t,
                                 void *ctx,
                                 firn_err *err)
 {
-    int64_t t0 = firn_monotonic_ns();
+    int64_t conflict0 = 0; /* first conflict: their budget does not count an outage before */
     int64_t conflict_backoff_ms = COMMIT_BACKOFF_MIN_MS;
     outage o;
     outage_init(&o, t);
@@ -400,7 +402,9 @@ firn_rc firn__table_meta_commit(firn__table *t,
         if (rc == FIRN_OK || (rc != FIRN_ERR_CONFLICT && !outage_error(rc)))
             break;
         if (rc == FIRN_ERR_CONFLICT) {
-            if ((firn_monotonic_ns() - t0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS)
+            if (!conflict0)
+                conflict0 = firn_monotonic_ns();
+            if ((firn_monotonic_ns() - conflict0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS)
                 break;
             FIRN_LOG(FIRN_LOG_INFO, "engine",
                      "table \"%s\": commit attempt %d failed (%s), retrying", t->display, attempt,
@@ -805,7 +809,7 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
                                         &o.n_files, o.locs, err);
     size_t n_data = o.n_files;
     int backoff_ms = COMMIT_BACKOFF_MIN_MS / 2;
-    int64_t t0 = firn_monotonic_ns();
+    int64_t t0 = firn_monotonic_ns(), conflict0 = 0;
     const int64_t data_ns = t0 - folded;
     while (rc == FIRN_OK) {
         const firn_snapshot *parent = firn_table_metadata_current_snapshot(t->cat.metadata);
@@ -815,7 +819,10 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
          * writer that always wins ends the run with the conflict rather than spinning. */
         if (rc != FIRN_ERR_CONFLICT)
             break;
-        if ((firn_monotonic_ns() - t0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS) {
+        /* counted from the first conflict: a catalog outage waited out before is no conflict */
+        if (!conflict0)
+            conflict0 = firn_monotonic_ns();
+        else if ((firn_monotonic_ns() - conflict0) / 1000000 >= COMMIT_CONFLICT_BUDGET_MS) {
             rc = firn_err_set(err, FIRN_ERR_CONFLICT,
                               "table \"%s\" was changed by another writer before every commit "
                               "attempt for %d s; nothing was acknowledged, run again when the "

@@ -313,6 +313,6 @@ void firn__stats_refresh(firn__engine *e)
     pthread_mutex_lock(&stats_mu);
     const char *phase = last_phase;
     pthread_mutex_unlock(&stats_mu);
-    if (phase)
+    if (phase && e->cfg)
         firn__stats_write(e, phase, false);
 }
