@@ -584,6 +584,7 @@ static firn_rc ensure_publication(firn__engine *e, firn_err *err)
     }
     firn_rc_ignore(firn_buf_append_cstr(&b, " WITH (publish_via_partition_root = true)"));
     firn_rc rc = firn_pg_conn_exec(e->sql, (const char *)b.data, err);
+    e->publication_created = rc == FIRN_OK;
     if (rc == FIRN_OK)
         FIRN_LOG(FIRN_LOG_INFO, "engine", "created publication \"%s\"", src->publication);
     else if (rc == FIRN_ERR_PERMISSION && err) {
@@ -684,7 +685,7 @@ static size_t pending_copies(const firn__engine *e, char *out, size_t cap)
  * the same database under the same slot name, which would lose the changes it has not read yet
  * if firn dropped or read the slot. (Tables dropped to be copied again leave the state's
  * position behind: their slot is this destination's.) */
-static bool slot_of_another(const firn__engine *e)
+static bool slot_of_another(firn__engine *e)
 {
     if (e->state.global_lsn != 0)
         return false;
@@ -694,6 +695,12 @@ static bool slot_of_another(const firn__engine *e)
         if (!t->cdc)
             continue;
         if (!t->created)
+            return false;
+        /* A table dropped to be copied again whose stream the state file holds a position of
+         * (a catch-up run that read no change acknowledges none): the slot is this one's. */
+        const firn_stream_state *st =
+            firn_state_stream(&e->state, t->stream->namespace, t->stream->name, false);
+        if (st && st->committed_lsn != 0)
             return false;
         any = true;
     }
@@ -1182,6 +1189,8 @@ static firn_rc run_cdc(firn__engine *e, firn_err *err)
         rc = recopy_after_lost_slot(e, err);
     if (rc == FIRN_OK)
         rc = firn__cdc_check_leaves(e, err);
+    if (rc == FIRN_OK)
+        e->started = true; /* every check passed: from here on the run keeps what it made */
     if (rc == FIRN_OK && !have_slot) {
         char *snapshot = NULL;
         uint64_t consistent = 0;
@@ -1306,6 +1315,63 @@ static firn_rc sync_run(const firn_config *cfg,
                         firn__metrics *metrics,
                         firn_err *err);
 
+/* A run that failed before it read or changed any data (a check of the source, the slot or the
+ * publication, a table it could not open) leaves nothing behind: the Iceberg tables and
+ * namespaces it created, still empty, and the publication it created are dropped again, so the
+ * next run starts from the same place (issue 24 item 10). Best effort: what cannot be dropped
+ * is logged. */
+static void undo_created(firn__engine *e)
+{
+    for (size_t i = 0; e->catalog && i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        if (!t->created || t->commits != 0)
+            continue;
+        firn_err lerr = {0};
+        if (firn_catalog_drop_table(e->catalog, t->ns, t->name, &lerr) != FIRN_OK) {
+            FIRN_LOG(FIRN_LOG_WARN, "engine",
+                     "table \"%s\" was created by this failed run and could not be dropped "
+                     "again: %s",
+                     t->display, lerr.msg);
+            continue;
+        }
+        t->created = false;
+        if (e->io && t->cat.metadata_location &&
+            firn_io_remove(e->io, t->cat.metadata_location, &lerr) != FIRN_OK)
+            FIRN_LOG(FIRN_LOG_DEBUG, "engine", "could not remove \"%s\": %s",
+                     t->cat.metadata_location, lerr.msg);
+        FIRN_LOG(FIRN_LOG_INFO, "engine",
+                 "dropped table \"%s\" again: this run created it and failed before writing to it",
+                 t->display);
+    }
+    for (size_t i = 0; e->catalog && i < e->n_tables; i++) {
+        firn__table *t = e->tables[i];
+        firn_err lerr = {0};
+        if (t->created_ns && !t->created &&
+            firn_catalog_drop_namespace(e->catalog, t->ns, &lerr) == FIRN_OK) /* if empty */
+            FIRN_LOG(FIRN_LOG_INFO, "engine", "dropped namespace \"%s\" again", t->ns);
+        t->created_ns = false;
+    }
+    if (e->publication_created && e->sql) {
+        firn_buf b;
+        firn_buf_init(&b, 4096);
+        firn_rc_ignore(firn_buf_append_cstr(&b, "DROP PUBLICATION IF EXISTS "));
+        firn_rc_ignore(firn_pg_ident_append(&b, e->cfg->source.publication));
+        firn_err lerr = {0};
+        if (firn_pg_conn_exec(e->sql, (const char *)b.data, &lerr) == FIRN_OK)
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "dropped publication \"%s\" again: this run created it and failed before "
+                     "using it",
+                     e->cfg->source.publication);
+        else
+            FIRN_LOG(FIRN_LOG_WARN, "engine",
+                     "publication \"%s\" was created by this failed run and could not be dropped "
+                     "again: %s",
+                     e->cfg->source.publication, lerr.msg);
+        firn_buf_deinit(&b);
+        e->publication_created = false;
+    }
+}
+
 firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
 {
     last_fault = FIRN_FAULT_NONE;
@@ -1330,6 +1396,8 @@ static firn_rc sync_run(const firn_config *cfg,
     int64_t t0 = firn_monotonic_ns();
     firn_rc rc = engine_open(&e, cfg, opts, metrics, err);
     bool cdc = false, backfill = false;
+    for (size_t i = 0; rc == FIRN_OK && i < e.n_tables; i++)
+        e.started |= e.tables[i]->stream->sync_mode == FIRN_SYNC_INCREMENTAL;
     if (rc == FIRN_OK)
         rc = fail(FIRN_FAULT_SOURCE, firn__incremental_run(&e, err));
     for (size_t i = 0; rc == FIRN_OK && i < e.n_tables; i++) {
@@ -1344,8 +1412,12 @@ static firn_rc sync_run(const firn_config *cfg,
                  "stream it");
     if (rc == FIRN_OK && cdc)
         rc = run_cdc(&e, err);
-    else if (rc == FIRN_OK && backfill)
+    else if (rc == FIRN_OK && backfill) {
+        e.started = true;
         rc = backfill_without_slot(&e, err);
+    }
+    if (rc != FIRN_OK && !e.started)
+        undo_created(&e);
     bool stopped = rc == FIRN_OK && e.halt.code; /* a stopped stream outside CDC (no slot) */
     if (rc == FIRN_OK)
         expire_at_end(&e);

@@ -274,6 +274,7 @@ static firn_rc create_table(firn__table *t, firn_err *err)
         firn_rc rc = firn_catalog_create_namespace(cat, t->ns, NULL, err);
         if (rc && rc != FIRN_ERR_EXISTS)
             return rc;
+        t->created_ns = rc == FIRN_OK;
     }
     firn_schema *schema = firn_schema_new(0, firn_field_clone(t->schema));
     if (t->upsert && t->eng->cfg->destination.identifier_fields) {

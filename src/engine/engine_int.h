@@ -403,6 +403,7 @@ typedef struct firn__table {
     bool soft_delete;                 /* upsert table whose deletes leave a tombstone row */
     bool needs_backfill;
     bool created;          /* the Iceberg table was created by this run (it did not exist) */
+    bool created_ns;       /* ... and so was its namespace */
     bool cdc;              /* changes come from the replication stream */
     uint32_t key_cols[32]; /* batch columns of the identifier */
     size_t n_key;
@@ -512,6 +513,10 @@ struct firn__engine {
      * sees */
     char *copy_snapshot;
     uint64_t copy_lsn;
+    /* The run began to read or change data (a copy, a slot, the stream, an incremental read):
+     * until then a failure undoes what the run created (firn__engine_undo_created) */
+    bool started;
+    bool publication_created; /* this run created the publication */
 };
 
 /* ---- metrics (eng_metrics.c) and their HTTP server (eng_serve.c) ---------------------------- */

@@ -125,6 +125,39 @@ def test_missing_slot(fe, pg):
                 "pg_create_logical_replication_slot('no_such_slot', 'pgoutput')") in line, line
 
 
+def nothing_left(fe: FirnEnv, conn) -> None:
+    """A failed first run left no Iceberg table or namespace and no publication (issue 24
+    item 10)."""
+    assert not fe.catalog_db.exists() or not fe.catalog().list_namespaces(), \
+        fe.catalog().list_namespaces()
+    pubs = conn.execute("SELECT pubname FROM pg_publication").fetchall()
+    assert pubs == [], pubs
+
+
+def test_failed_first_sync_leaves_nothing(fe, pg, pg_db):
+    """A first `firn sync` that stops at a check (a missing slot firn may not create; a table
+    CDC cannot carry) drops again the table, namespace and publication it created before the
+    check failed, and the run after the fix starts from scratch and syncs."""
+    with pg.connect(dbname=pg_db) as conn:
+        conn.execute("CREATE TABLE u (id int PRIMARY KEY, v text); INSERT INTO u VALUES (7, 'u')")
+        fe.write_streams(["t", "u"])
+        fe.write_source(pg, slot="no_such_slot", create_slot=False)
+        line = one_error(run(fe, "sync", *fe.sync_args), 3)
+        assert 'replication slot "no_such_slot" does not exist' in line, line
+        nothing_left(fe, conn)
+        conn.execute("CREATE TABLE nokey (a int, b text)")
+        fe.write_source(pg)
+        fe.write_streams(["t", "u", "nokey"])
+        line = one_error(run(fe, "sync", *fe.sync_args), 3)
+        assert 'table "public"."nokey" has no primary key or replica identity' in line, line
+        nothing_left(fe, conn)
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
+        fe.write_streams(["t", "u"])
+        fe.sync()
+        rows = fe.pyiceberg_arrow("u").select(["id", "v"]).to_pylist()
+        assert rows == [{"id": 7, "v": "u"}], rows
+
+
 def test_user_slot_dropped_after_sync(fe, pg, pg_db):
     """A slot the user manages (create_slot false) dropped after the table got changes from it:
     "create it" is not the remedy (a new slot resumes after a gap, silently); the line names
@@ -382,6 +415,8 @@ def test_slot_of_another_destination_is_not_dropped(fe, pg, pg_db, tmp_path):
                     "no table synced from it (another destination or consumer may read it): give "
                     'this destination its own "slot" in the source file, or drop the slot with '
                     "SELECT pg_drop_replication_slot('firn_e2e') if nothing uses it"), line
+    # the stopped run left no table behind (it would make the next run take the slot for its own)
+    assert not other.catalog().list_namespaces(), other.catalog().list_namespaces()
     fe.sync()
     rows = fe.pyiceberg_arrow("t").select(["id", "v"]).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a2"), (2, "b")], rows

@@ -229,3 +229,11 @@ def test_type_change_and_added_column_between_runs(pg, pg_db, firn_bin, duck, tm
         assert row.endswith(f"stopped at a schema change ({stopped})"), row
         assert "(0/1)" not in status
         compare_table(fe, conn, duck, "o")
+        # The remedy as printed works on the first try, though the catch-up runs acknowledged
+        # no position to the slot (the state file's position of the stream says it is ours).
+        fe.catalog().drop_table(f"{NS}.t")
+        fe.sync()
+        compare_table(fe, conn, duck, "t")
+        conn.execute("INSERT INTO t VALUES (3, 8, 9)")
+        fe.sync()
+        compare_table(fe, conn, duck, "t")
