@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from firnutil import stop_process, wait_for
-from test_metrics import alive, free_port, scrape, value
+from test_metrics import alive, free_port, get, scrape, value
 
 REPO = Path(__file__).resolve().parents[2]
 # The runtime libraries firn links (cmake/FirnDeps.cmake), by their Debian 12 package names.
@@ -125,7 +125,11 @@ def test_package_depends_and_files(deb):
                  "/usr/share/doc/firn/examples/source.json",
                  "/usr/share/doc/firn/examples/destination.json",
                  "/usr/share/doc/firn/examples/streams.json",
-                 "/usr/share/doc/firn/examples/firn.env"):
+                 "/usr/share/doc/firn/examples/firn.env",
+                 "/usr/share/doc/firn/deploy/docker/Dockerfile",
+                 "/usr/share/doc/firn/deploy/kubernetes/deployment.yaml",
+                 "/usr/share/doc/firn/deploy/grafana/firn.json",
+                 "/usr/share/doc/firn/deploy/prometheus/firn-alerts.yml"):
         assert want in files, f"{want} is not in the package"
     assert not [f for f in files if f.startswith(("/etc/", "/var/", "/usr/local/"))], files
     version = subprocess.run([str(firn), "version"], capture_output=True, text=True, timeout=30)
@@ -301,6 +305,19 @@ def test_packaged_firn_runs_the_unit(deb, pg, pg_db, tmp_path):
 
             wait_for(lambda: table_rows() == [tuple(r) for r in want], 60, interval=0.3,
                      what="the orders table to equal the source")
+            # The metrics the alert rules and the dashboard use are all in a real scrape.
+            fams = wait_for(lambda: (lambda f: f if "firn_replication_lag_bytes" in f and
+                                     value(f, "firn_replication_lag_bytes") is not None
+                                     else None)(scrape(port)), 30, interval=0.5,
+                            what="the replication lag in /metrics")
+            used = deploy_metric_names()
+            missing = {n for n in used if n not in fams and
+                       re.sub(r"_(bucket|sum|count)$", "", n) not in fams}
+            assert not missing, f"used in deploy/ but not served by firn: {sorted(missing)}"
+            body = get(port, "/metrics")[2]
+            r = subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0, r.stdout + r.stderr
             assert stop_process(proc, signal.SIGTERM, timeout=60) == 0, \
                 log_path.read_text()[-4000:]
         finally:
@@ -446,3 +463,138 @@ def test_kubernetes_manifests(deb, tmp_path):
     assert port["metrics"] == 9187
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Alert rules and the Grafana dashboard
+
+RULES = REPO / "deploy" / "prometheus" / "firn-alerts.yml"
+RULE_TESTS = REPO / "deploy" / "prometheus" / "firn-alerts.test.yml"
+DASHBOARD = REPO / "deploy" / "grafana" / "firn.json"
+# Series Prometheus makes itself, not firn.
+PROMETHEUS_SERIES = {"up"}
+
+
+def promtool() -> str:
+    cache = Path(os.environ.get("FIRN_CACHE", Path.home() / ".cache" / "firn")) / "bin"
+    tool = shutil.which("promtool") or (str(cache / "promtool")
+                                        if (cache / "promtool").is_file() else None)
+    assert tool, f"promtool is missing: scripts/setup.sh unpacks it into {cache}"
+    return tool
+
+
+def dashboard_exprs() -> list[str]:
+    dash = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+
+
+def rule_exprs() -> dict[str, str]:
+    import yaml
+
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["alert"]: r["expr"] for g in doc["groups"] for r in g["rules"]}
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names of a PromQL expression: identifiers outside label matchers and strings
+    that are neither functions, keywords nor label names of by/without/on/ignoring."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    names = set()
+    for m in re.finditer(r"(?<![\w$.])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", text):
+        word = m.group(1)
+        if word in ("and", "or", "unless", "bool", "offset", "Inf", "NaN", "e"):
+            continue
+        names.add(word)
+    return names
+
+
+def deploy_metric_names() -> set[str]:
+    names = set()
+    for expr in [*rule_exprs().values(), *dashboard_exprs()]:
+        found = metric_names(expr)
+        assert found, f"no metric in {expr!r}"
+        names |= found
+    return names - PROMETHEUS_SERIES
+
+
+def test_metric_name_parser():
+    assert metric_names('histogram_quantile(0.99, sum by (job, le) (rate(a_b_bucket{x="y"}[5m])))'
+                        ' > 30') == {"a_b_bucket"}
+    assert metric_names('x > 0 and y{table=~"$t"} > 900') == {"x", "y"}
+    assert metric_names('increase(c_total{result=~"failed|unknown"}[15m]) > 1e9') == {"c_total"}
+
+
+def test_alert_rules():
+    """promtool check rules and promtool test rules (each alert fires where it should and not
+    where it should not); every alert has a severity, a summary, a description, a test, and a
+    runbook link to a section of docs/operations.md."""
+    import yaml
+
+    tool = promtool()
+    r = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([tool, "test", "rules", RULE_TESTS.name], capture_output=True,
+                       text=True, timeout=120, cwd=RULE_TESTS.parent)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+    doc = yaml.safe_load(RULES.read_text())
+    tests = yaml.safe_load(RULE_TESTS.read_text())
+    tested = {t["alertname"] for case in tests["tests"] for t in case["alert_rule_test"]
+              if t.get("exp_alerts")}
+    ops = (REPO / "docs" / "operations.md").read_text()
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).strip().replace(" ", "-")
+               for h in re.findall(r"^#+ (.+)$", ops, re.M)}
+    alerts = [r for g in doc["groups"] for r in g["rules"]]
+    assert alerts and all("alert" in r for r in alerts), "only alerting rules expected"
+    for rule in alerts:
+        name = rule["alert"]
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, rule
+        assert rule["labels"]["severity"] in ("warning", "critical"), name
+        ann = rule["annotations"]
+        assert ann.get("summary") and ann.get("description"), name
+        assert ann["runbook"] == f"docs/operations.md#{name.lower()}", name
+        assert name.lower() in anchors, f"docs/operations.md has no section {name}"
+        assert name in tested, f"{name} has no firing case in {RULE_TESTS.name}"
+
+
+def test_grafana_dashboard(tmp_path):
+    """The dashboard's structure (unique panel ids, panels that do not overlap, every query on the
+    datasource variable, every $variable defined), and its queries parse as PromQL: promtool
+    checks them as recording rules, with Grafana's variables replaced by values."""
+    import yaml
+
+    dash = json.loads(DASHBOARD.read_text())
+    assert dash["uid"] and dash["title"] and dash["schemaVersion"] >= 36
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)), ids
+    cells = set()
+    for p in dash["panels"]:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24, p["title"]
+        mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not cells & mine, f"panel {p['title']!r} overlaps another"
+        cells |= mine
+        if p["type"] != "row":
+            assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
+    variables = {v["name"] for v in dash["templating"]["list"]}
+    assert {"datasource", "job", "instance", "table"} <= variables
+    for q in [v.get("definition", "") for v in dash["templating"]["list"]] + dashboard_exprs():
+        for used in re.findall(r"\$(\w+)", q):
+            assert used == "__rate_interval" or used in variables, (used, q)
+    titles = " ".join(p["title"].lower() for p in dash["panels"])
+    for topic in ("lag", "rows written", "latency", "failures", "bytes written"):
+        assert topic in titles, topic
+
+    concrete = [re.sub(r"\$\w+", ".*", e.replace("$__rate_interval", "5m"))
+                for e in dashboard_exprs()]
+    rules = tmp_path / "dashboard-rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:query{i}", "expr": e} for i, e in enumerate(concrete)]}]}))
+    r = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"SUCCESS: {len(concrete)} rules found" in r.stdout, r.stdout
