@@ -582,7 +582,8 @@ firn_rc firn_pg_leaf_place(firn_pg_conn *c,
         " pg_partition_ancestors(c.oid) WITH ORDINALITY AS a(relid, ord) WHERE a.ord > 1), '{}'),"
         " EXISTS (SELECT 1 FROM pg_publication_tables p JOIN pg_namespace pn ON pn.nspname ="
         " p.schemaname JOIN pg_class pc ON pc.relnamespace = pn.oid AND pc.relname = p.tablename"
-        " WHERE p.pubname = $2 AND pc.oid IN (SELECT pg_partition_ancestors(c.oid)))"
+        " WHERE p.pubname = $2 AND (pc.oid = c.oid OR pc.oid IN (SELECT"
+        " pg_partition_ancestors(c.oid))))"
         " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::oid";
     *out = (firn_pg_place){.root = SIZE_MAX};
     char oid_s[16];
