@@ -16,60 +16,6 @@
 #define BIGLAKE_BUDGET_BYTES ((uint64_t)900 << 10) /* BigLake refuses metadata over 1 MB */
 #define DEFAULT_BUDGET_BYTES ((uint64_t)4 << 20)
 
-/* ---- sorted string sets ------------------------------------------------------------------- */
-
-typedef struct strset {
-    char **v;
-    size_t n, cap;
-    bool sorted;
-} strset;
-
-static void strset_add(strset *s, const char *p)
-{
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 64;
-        s->v = firn_reallocarray(s->v, s->cap, sizeof(*s->v));
-    }
-    s->v[s->n++] = firn_strdup(p);
-    s->sorted = false;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void strset_seal(strset *s)
-{
-    if (s->sorted)
-        return;
-    if (s->n > 1)
-        qsort(s->v, s->n, sizeof(*s->v), cmp_str);
-    size_t o = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (o > 0 && strcmp(s->v[o - 1], s->v[i]) == 0)
-            firn_free(s->v[i]);
-        else
-            s->v[o++] = s->v[i];
-    }
-    s->n = o;
-    s->sorted = true;
-}
-
-static bool strset_has(strset *s, const char *p)
-{
-    strset_seal(s);
-    return s->n > 0 && bsearch(&p, s->v, s->n, sizeof(*s->v), cmp_str) != NULL;
-}
-
-static void strset_free(strset *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        firn_free(s->v[i]);
-    firn_free(s->v);
-    memset(s, 0, sizeof(*s));
-}
-
 /* ---- the budget and the plan -------------------------------------------------------------- */
 
 uint64_t firn__metadata_budget(const firn_destination_config *d)
@@ -196,7 +142,7 @@ static void remove_file(cleanup *c, const char *path, size_t *count)
  * not NULL). A list that is gone already is skipped. */
 static firn_rc read_list(firn_io *io,
                          const char *location,
-                         strset *manifests,
+                         firn__strset *manifests,
                          firn_manifest_file **out_files,
                          size_t *out_n,
                          firn_err *err)
@@ -210,7 +156,7 @@ static firn_rc read_list(firn_io *io,
     }
     FIRN_TRY(rc);
     for (size_t i = 0; i < n; i++)
-        strset_add(manifests, mfs[i].manifest_path);
+        firn__strset_add(manifests, mfs[i].manifest_path);
     if (out_files) {
         *out_files = mfs;
         *out_n = n;
@@ -222,8 +168,11 @@ static firn_rc read_list(firn_io *io,
 
 /* The manifests and live files the snapshots of after reference. With a single lineage only
  * the oldest retained ancestor of main needs reading (firn_table_metadata_single_lineage). */
-static firn_rc reachable(
-    firn_io *io, const firn_table_metadata *after, strset *manifests, strset *files, firn_err *err)
+static firn_rc reachable(firn_io *io,
+                         const firn_table_metadata *after,
+                         firn__strset *manifests,
+                         firn__strset *files,
+                         firn_err *err)
 {
     const firn_snapshot **read = firn_calloc(after->n_snapshots + 1, sizeof(*read));
     size_t n_read = 0;
@@ -241,29 +190,29 @@ static firn_rc reachable(
         for (size_t i = 0; i < after->n_snapshots; i++)
             read[n_read++] = after->snapshots[i];
     }
-    strset seen = {0}; /* manifests whose entries are read */
+    firn__strset seen = {0}; /* manifests whose entries are read */
     firn_rc rc = FIRN_OK;
     for (size_t i = 0; i < n_read && rc == FIRN_OK; i++) {
         firn_manifest_file *mfs = NULL;
         size_t n = 0;
         rc = read_list(io, read[i]->manifest_list, manifests, &mfs, &n, err);
         for (size_t k = 0; k < n && rc == FIRN_OK; k++) {
-            if (strset_has(&seen, mfs[k].manifest_path))
+            if (firn__strset_has(&seen, mfs[k].manifest_path))
                 continue;
-            strset_add(&seen, mfs[k].manifest_path);
+            firn__strset_add(&seen, mfs[k].manifest_path);
             firn_manifest *m = NULL;
             rc = firn_manifest_read(io, &mfs[k], &m, err);
             for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++) {
                 if (m->entries[e].status != FIRN_ENTRY_DELETED)
-                    strset_add(files, m->entries[e].file.file_path);
+                    firn__strset_add(files, m->entries[e].file.file_path);
             }
             firn_manifest_free(m);
         }
         firn_manifest_files_free(mfs, n);
     }
     for (size_t i = 0; i < after->n_snapshots; i++)
-        strset_add(manifests, after->snapshots[i]->manifest_list); /* lists count too */
-    strset_free(&seen);
+        firn__strset_add(manifests, after->snapshots[i]->manifest_list); /* lists count too */
+    firn__strset_free(&seen);
     firn_free(read);
     return rc;
 }
@@ -277,24 +226,24 @@ static firn_rc delete_expired_files(firn__table *t,
                                     cleanup *c,
                                     firn_err *err)
 {
-    strset keep_manifests = {0}, keep_files = {0}, lists = {0}, gone_manifests = {0};
-    strset gone_files = {0};
+    firn__strset keep_manifests = {0}, keep_files = {0}, lists = {0}, gone_manifests = {0};
+    firn__strset gone_files = {0};
     firn_rc rc = reachable(c->io, after, &keep_manifests, &keep_files, err);
     for (size_t i = 0; rc == FIRN_OK && i < before->n_snapshots; i++) {
         const firn_snapshot *s = before->snapshots[i];
         if (firn_table_metadata_snapshot(after, s->snapshot_id))
             continue;
-        if (!strset_has(&keep_manifests, s->manifest_list))
-            strset_add(&lists, s->manifest_list);
+        if (!firn__strset_has(&keep_manifests, s->manifest_list))
+            firn__strset_add(&lists, s->manifest_list);
         firn_manifest_file *mfs = NULL;
         size_t n = 0;
-        strset mine = {0};
+        firn__strset mine = {0};
         rc = read_list(c->io, s->manifest_list, &mine, &mfs, &n, err);
         for (size_t k = 0; rc == FIRN_OK && k < n; k++) {
             const char *mp = mfs[k].manifest_path;
-            if (strset_has(&keep_manifests, mp) || strset_has(&gone_manifests, mp))
+            if (firn__strset_has(&keep_manifests, mp) || firn__strset_has(&gone_manifests, mp))
                 continue;
-            strset_add(&gone_manifests, mp);
+            firn__strset_add(&gone_manifests, mp);
             firn_manifest *m = NULL;
             rc = firn_manifest_read(c->io, &mfs[k], &m, err);
             if (rc == FIRN_ERR_NOT_FOUND) {
@@ -304,31 +253,31 @@ static firn_rc delete_expired_files(firn__table *t,
             }
             for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++) {
                 const char *fp = m->entries[e].file.file_path;
-                if (!strset_has(&keep_files, fp))
-                    strset_add(&gone_files, fp);
+                if (!firn__strset_has(&keep_files, fp))
+                    firn__strset_add(&gone_files, fp);
             }
             firn_manifest_free(m);
         }
         firn_manifest_files_free(mfs, n);
-        strset_free(&mine);
+        firn__strset_free(&mine);
     }
     if (rc == FIRN_OK) {
-        strset_seal(&gone_files);
+        firn__strset_seal(&gone_files);
         for (size_t i = 0; i < gone_files.n; i++)
             remove_file(c, gone_files.v[i], &c->files);
-        strset_seal(&gone_manifests);
+        firn__strset_seal(&gone_manifests);
         for (size_t i = 0; i < gone_manifests.n; i++)
             remove_file(c, gone_manifests.v[i], &c->manifests);
-        strset_seal(&lists);
+        firn__strset_seal(&lists);
         for (size_t i = 0; i < lists.n; i++)
             remove_file(c, lists.v[i], &c->lists);
     }
     (void)t;
-    strset_free(&keep_manifests);
-    strset_free(&keep_files);
-    strset_free(&lists);
-    strset_free(&gone_manifests);
-    strset_free(&gone_files);
+    firn__strset_free(&keep_manifests);
+    firn__strset_free(&keep_files);
+    firn__strset_free(&lists);
+    firn__strset_free(&gone_manifests);
+    firn__strset_free(&gone_files);
     return rc;
 }
 

@@ -130,45 +130,6 @@ static firn_rc dry_run(const firn__table *t, FILE *out)
 
 /* ---- orphans ------------------------------------------------------------------------------ */
 
-typedef struct pathset {
-    char **v;
-    size_t n, cap;
-    bool sorted;
-} pathset;
-
-static void pathset_add(pathset *s, const char *p)
-{
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 256;
-        s->v = firn_reallocarray(s->v, s->cap, sizeof(*s->v));
-    }
-    s->v[s->n++] = firn_strdup(p);
-    s->sorted = false;
-}
-
-static int cmp_path(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool pathset_has(pathset *s, const char *p)
-{
-    if (!s->sorted) {
-        if (s->n > 1)
-            qsort(s->v, s->n, sizeof(*s->v), cmp_path);
-        s->sorted = true;
-    }
-    return s->n > 0 && bsearch(&p, s->v, s->n, sizeof(*s->v), cmp_path) != NULL;
-}
-
-static void pathset_free(pathset *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        firn_free(s->v[i]);
-    firn_free(s->v);
-    memset(s, 0, sizeof(*s));
-}
-
 /* The form locations are compared in: a local path for file:// and plain paths (spellings of
  * one file differ: file:/x, file:///x, /x), else the location as written. Owned. */
 static char *comparable(const char *loc)
@@ -196,7 +157,7 @@ typedef struct orphan_scan {
     char *root;           /* scheme://authority of the table location (NULL: local) */
     const char *location; /* the table location as its metadata says */
     const char *loc_path; /* ... its path part after the authority */
-    pathset refs;         /* comparable forms of every referenced file */
+    firn__strset refs;    /* comparable forms of every referenced file */
 } orphan_scan;
 
 /* Records loc as referenced. A location whose path is inside the table's but whose scheme or
@@ -220,7 +181,7 @@ static firn_rc reference(orphan_scan *o, const char *loc, firn_err *err)
     }
     firn_free(r);
     char *c = comparable(loc);
-    pathset_add(&o->refs, c);
+    firn__strset_add(&o->refs, c);
     firn_free(c);
     return FIRN_OK;
 }
@@ -246,7 +207,7 @@ static firn_rc collect_refs(firn__table *t, orphan_scan *o, firn_err *err)
                 FIRN_TRY(reference(o, p, err));
         }
     }
-    pathset seen = {0};
+    firn__strset seen = {0};
     firn_rc rc = FIRN_OK;
     for (size_t i = 0; rc == FIRN_OK && i < md->n_snapshots; i++) {
         const firn_snapshot *s = md->snapshots[i];
@@ -256,9 +217,9 @@ static firn_rc collect_refs(firn__table *t, orphan_scan *o, firn_err *err)
         if (rc == FIRN_OK)
             rc = firn_manifest_list_read(io, s->manifest_list, &mfs, &n, err);
         for (size_t k = 0; rc == FIRN_OK && k < n; k++) {
-            if (pathset_has(&seen, mfs[k].manifest_path))
+            if (firn__strset_has(&seen, mfs[k].manifest_path))
                 continue;
-            pathset_add(&seen, mfs[k].manifest_path);
+            firn__strset_add(&seen, mfs[k].manifest_path);
             rc = reference(o, mfs[k].manifest_path, err);
             firn_manifest *m = NULL;
             if (rc == FIRN_OK)
@@ -269,7 +230,7 @@ static firn_rc collect_refs(firn__table *t, orphan_scan *o, firn_err *err)
         }
         firn_manifest_files_free(mfs, n);
     }
-    pathset_free(&seen);
+    firn__strset_free(&seen);
     return rc;
 }
 
@@ -277,7 +238,7 @@ typedef struct orphan_list {
     orphan_scan *scan;
     const char *index_dir; /* comparable form of <location>/metadata/firn-index/ */
     int64_t cutoff_ms;
-    pathset found;
+    firn__strset found;
     uint64_t bytes;
     size_t young; /* unreferenced but too recent (or of unknown age) to be orphans */
 } orphan_list;
@@ -289,7 +250,7 @@ on_object(void *vctx, const char *loc, uint64_t size, int64_t modified_ms, firn_
     orphan_list *l = vctx;
     char *c = comparable(loc);
     bool skip = strncmp(c, l->index_dir, strlen(l->index_dir)) == 0 || /* firn's own */
-                pathset_has(&l->scan->refs, c);
+                firn__strset_has(&l->scan->refs, c);
     firn_free(c);
     if (skip)
         return FIRN_OK;
@@ -297,7 +258,7 @@ on_object(void *vctx, const char *loc, uint64_t size, int64_t modified_ms, firn_
         l->young++;
         return FIRN_OK;
     }
-    pathset_add(&l->found, loc);
+    firn__strset_add(&l->found, loc);
     l->bytes += size;
     return FIRN_OK;
 }
@@ -353,8 +314,8 @@ static firn_rc orphans(firn__table *t, const firn_maintain_options *o, FILE *out
     if (rc == FIRN_OK && failed)
         rc = firn_err_set(err, FIRN_ERR_IO, "table \"%s\": %zu orphan files could not be deleted",
                           t->display, failed);
-    pathset_free(&l.found);
-    pathset_free(&scan.refs);
+    firn__strset_free(&l.found);
+    firn__strset_free(&scan.refs);
     firn_free(scan.root);
     firn_free(location);
     return rc;

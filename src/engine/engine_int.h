@@ -1220,6 +1220,25 @@ void firn__engine_note_commit(firn__engine *e, firn__table *t);
  * and the folder; FIRN_OK when index_dir is not set. */
 firn_rc firn__engine_check_index_dir(const firn_destination_config *d, firn_err *err);
 
+/* ---- string sets (eng_strset.c) ------------------------------------------------------------ */
+
+/** A set of owned strings: embed zeroed, add, then look up (the first lookup sorts and drops
+ * duplicates; v[0..n) is then sorted and unique). Free with firn__strset_free. */
+typedef struct firn__strset {
+    char **v;
+    size_t n, cap;
+    bool sorted;
+} firn__strset;
+
+/** Adds a copy of p. */
+void firn__strset_add(firn__strset *s, const char *p);
+/** Sorts v and drops duplicates (done by the first lookup). */
+void firn__strset_seal(firn__strset *s);
+/** True when p is in s (O(log n) once sealed). */
+bool firn__strset_has(firn__strset *s, const char *p);
+/** Frees every string; s is empty afterwards. */
+void firn__strset_free(firn__strset *s);
+
 /* ---- snapshot expiry (eng_expire.c, docs/maintenance.md) ---------------------------------- */
 
 /** What one expiry did. */
