@@ -127,7 +127,7 @@ static firn_rc adopt_files(firn__table *t,
         t->pending[t->n_pending].sort_order_id = (int32_t)chunk_id;
         t->n_pending++;
     }
-    if (t->index) {
+    if (t->index && !t->multiset) { /* a multiset's index is built after the copy */
         firn_buf key;
         firn_buf_init(&key, 1 << 20);
         for (size_t r = 0; r < firn_batch_rows(b) && rc == FIRN_OK; r++) {
@@ -277,7 +277,7 @@ static firn_rc on_batch(void *ctx, const firn_pg_chunk *chunk, firn_batch *batch
     if (!o)
         FIRN_TRY(chunk_start(c, bt, chunk->id, &o, err));
     FIRN_TRY(firn__stream_write(o->stream, batch, err));
-    if (t->index)
+    if (t->index && !t->multiset)
         FIRN_TRY(keep_keys(o, batch, err));
     pthread_mutex_lock(&t->mu);
     t->rows_written += firn_batch_rows(batch);
@@ -322,7 +322,7 @@ static firn_rc close_chunk(bf_ctx *c, const firn_pg_chunk *chunk, firn_err *err)
         size_t row = 0;
         for (size_t i = 0; i < n_files; i++) {
             uint32_t ord = t->index ? firn__table_add_file(t, &files[i]) : 0;
-            if (t->index && rc == FIRN_OK)
+            if (t->index && !t->multiset && rc == FIRN_OK)
                 rc = index_file(o, row, (size_t)files[i].record_count, ord, err);
             row += (size_t)files[i].record_count;
             t->pending[t->n_pending] = files[i];
@@ -510,7 +510,7 @@ static firn_rc commit_resumed(firn__table *t, firn_err *err)
 static firn_rc commit_fresh(bf_table *bt, uint64_t lsn_after, firn_err *err)
 {
     firn__table *t = bt->t;
-    if (t->upsert && t->index)
+    if (t->upsert && t->index && !t->multiset)
         FIRN_TRY(firn__pkindex_bulk(t->index, false, err)); /* one run for the whole copy */
     for (size_t i = 0; i < t->n_pending; i++)
         t->pending[i].sort_order_id = 0;
@@ -635,7 +635,9 @@ static void tables_init(bf_ctx *c, firn__engine *e)
         snprintf(bt->data_dir, n, "%s/data", t->cat.metadata->location);
         bt->spec = firn_partition_spec_clone(firn_table_metadata_spec(t->cat.metadata));
         bt->streamed = bt->spec->n_fields == 0;
-        bt->resume = e->backfill_resume && t->backfill_chunks && t->cdc && t->upsert;
+        /* A multiset cannot fold rows read twice (each is one more copy): copied afresh. */
+        bt->resume =
+            e->backfill_resume && t->backfill_chunks && t->cdc && t->upsert && !t->multiset;
         if (!bt->resume) {
             firn_free(t->backfill_chunks);
             t->backfill_chunks = NULL;
@@ -684,7 +686,12 @@ static firn_rc plan_copy(bf_ctx *c, firn_pg_plan **plan, firn_err *err)
         firn__table *t = bt->t;
         if (bt->resume)
             skip_committed(*plan, bt);
-        else if (t->upsert && t->index) {
+        else if (t->multiset && t->index) {
+            /* Copies of a row are numbered by looking the row up: the index is built from the
+             * committed files at the end of the copy. */
+            t->index_synced = false;
+            t->index_dirty = true;
+        } else if (t->upsert && t->index) {
             t->index_synced = false; /* takes the copy's keys from here on */
             FIRN_TRY(firn__pkindex_bulk(t->index, true, err));
             if (t->pg && t->pg->estimated_rows > 0) /* pg_class.reltuples: -1 never analyzed */

@@ -385,8 +385,9 @@ static firn_rc plan_retype(cdc *c,
         *halted = true;
         return halt_table(c, t, &why, err);
     }
-    for (size_t k = 0; t->eqdel && k < t->n_key; k++) {
-        if (t->key_cols[k] == (uint32_t)idx) { /* equality deletes: taken at the next start */
+    for (size_t k = 0; (t->eqdel || t->multiset) && k < t->n_key; k++) {
+        /* equality deletes, or a multiset's row encoding: taken at the next start */
+        if (t->key_cols[k] == (uint32_t)idx) {
             firn_pg_type_free(type);
             firn_field_free(f);
             return stop_run(rel, rc->name, "changed type", t, err);

@@ -611,6 +611,7 @@ typedef struct flush_out {
     firn__pkkey *keys; /* fingerprint of each folded key */
     firn__pkloc *old;  /* its live row before the flush, when present */
     bool *present;
+    firn__msdel ms;           /* multiset tables: the copies the deletes remove */
     firn__consolidation cons; /* v2: this commit consolidates the position deletes */
     int64_t lookup_ns, deletes_ns, commit_ns; /* time spent, for the debug log */
 } flush_out;
@@ -625,12 +626,20 @@ static void flush_out_free(flush_out *o)
     firn_free(o->keys);
     firn_free(o->old);
     firn_free(o->present);
+    firn__msdel_free(&o->ms);
     firn__consolidation_free(&o->cons);
 }
 
 /* Position deletes for every folded key that has a live row in the table (one batch lookup). */
 static firn_rc collect_deletes(firn__table *t, const firn__fold *f, flush_out *o, firn_err *err)
 {
+    if (t->multiset) {
+        FIRN_TRY(firn__multiset_deletes(t, f, &o->ms, err));
+        o->dels = o->ms.dels; /* owned by o from here */
+        o->n_dels = o->ms.n_dels;
+        o->ms.dels = NULL;
+        return FIRN_OK;
+    }
     size_t n = f->n_keys ? f->n_keys : 1;
     o->dels = firn_calloc(n, sizeof(*o->dels));
     o->keys = firn_calloc(n, sizeof(*o->keys));
@@ -669,7 +678,14 @@ static firn_rc update_index(firn__table *t, const firn__fold *f, const flush_out
             ords[i] = firn__table_add_file(t, &o->files[i]);
     }
     firn_rc rc = FIRN_OK;
-    for (size_t k = 0; k < f->n_keys && rc == FIRN_OK; k++) {
+    if (t->multiset) {
+        firn__pkloc *locs = firn_calloc(f->n_upserts ? f->n_upserts : 1, sizeof(*locs));
+        for (size_t i = 0; i < f->n_upserts; i++)
+            locs[i] = (firn__pkloc){ords[o->locs[i].file], o->locs[i].pos};
+        rc = firn__multiset_update(t, f, &o->ms, locs, err);
+        firn_free(locs);
+    }
+    for (size_t k = 0; !t->multiset && k < f->n_keys && rc == FIRN_OK; k++) {
         if (k >= f->n_upserts) {
             rc = firn__pkindex_unset(t->index, o->keys[k], o->present[k], err);
             continue;
@@ -789,6 +805,7 @@ static void drop_deletes(flush_out *o, size_t n_data, firn__dv_batch *dvs)
     o->old = NULL;
     o->present = NULL;
     o->n_dels = 0;
+    firn__msdel_free(&o->ms);
     firn__consolidation_free(&o->cons);
     firn__dv_batch_free(dvs);
     memset(dvs, 0, sizeof(*dvs));
@@ -798,7 +815,9 @@ static firn_rc flush_upsert(firn__table *t, uint64_t lsn, const firn_summary *ex
 {
     const int64_t start = firn_monotonic_ns();
     firn__fold f;
-    FIRN_TRY(firn__fold_run_keep(t->buf, t->key_cols, t->n_key, t->soft_delete, &f, err));
+    FIRN_TRY(t->multiset
+                 ? firn__multiset_fold(t, &f, err)
+                 : firn__fold_run_keep(t->buf, t->key_cols, t->n_key, t->soft_delete, &f, err));
     const int64_t folded = firn_monotonic_ns();
     flush_out o = {0};
     firn__dv_batch dvs = {0};

@@ -447,7 +447,12 @@ static firn_rc compact_once(firn__table *t, bool *conflict, bool *committed, fir
                  removed_dels.count, n_files, (double)(firn_monotonic_ns() - t0) / 1e9);
         t->commits++;
         *committed = true;
-        rc = after_commit(&c, &p, files, n_files, &removed_dels, err);
+        if (t->multiset) { /* copies are numbered by lookups: index the new snapshot */
+            firn__table_reset_index(t);
+            rc = firn__table_rebuild_index(t, err);
+        } else {
+            rc = after_commit(&c, &p, files, n_files, &removed_dels, err);
+        }
         if (rc == FIRN_OK)
             firn__table_index_advanced(t);
     }

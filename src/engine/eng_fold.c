@@ -12,6 +12,8 @@ void firn__fold_free(firn__fold *f)
     firn_free(f->upsert_rows);
     firn_free(f->delete_rows);
     firn_free(f->key_offsets);
+    firn_free(f->net);
+    firn_free(f->upsert_key);
     firn_buf_deinit(&f->keys);
     memset(f, 0, sizeof(*f));
 }

@@ -263,11 +263,22 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
     firn__table *t = push_table(e, s, pg);
     t->left_out = left_out;
     bool eq = e->cfg->destination.delete_mode == FIRN_DELETE_EQUALITY;
-    /* Equality deletes need no index, so a table without a usable key can be upserted on all
-     * its columns when its old rows arrive whole (REPLICA IDENTITY FULL). */
-    t->eqdel = eq && !s->append_mode && (pg->n_key > 0 || pg->replica_identity == 'f');
-    t->upsert = !s->append_mode && (pg->n_key > 0 || t->eqdel);
-    t->soft_delete = t->upsert && s->soft_delete;
+    /* A table without a usable key whose old rows arrive whole (REPLICA IDENTITY FULL) is a
+     * multiset of rows: an UPDATE or DELETE removes exactly one copy of its old image, which
+     * the key index finds by (whole row, occurrence number) and removes by position, in every
+     * delete mode (an equality delete on every column would remove all identical copies).
+     * Only CDC streams: an incremental run reads rows again, which must not become copies. */
+    bool cdc = s->sync_mode == FIRN_SYNC_FULL_REFRESH_CDC || s->sync_mode == FIRN_SYNC_CDC_ONLY;
+    bool full = !s->append_mode && pg->n_key == 0 && pg->replica_identity == 'f';
+    t->multiset = full && cdc;
+    t->eqdel = eq && !s->append_mode && (pg->n_key > 0 || (full && !cdc));
+    t->upsert = !s->append_mode && (pg->n_key > 0 || t->multiset || t->eqdel);
+    t->soft_delete = t->upsert && !t->multiset && s->soft_delete;
+    if (s->soft_delete && t->multiset)
+        FIRN_LOG(FIRN_LOG_WARN, "engine",
+                 "table %s has no primary key: its deletes remove one copy of the old row, "
+                 "soft_delete has no effect (set primary_key in the streams file for tombstones)",
+                 pg->qualified);
     if (s->soft_delete && !t->upsert)
         FIRN_LOG(FIRN_LOG_WARN, "engine",
                  "table %s is written in append mode, where every delete is already a row: "
@@ -278,7 +289,9 @@ static firn_rc add_table(firn__engine *e, const firn_stream_config *s, firn_err 
                  "table %s has no primary key: written in append mode (set primary_key in "
                  "the streams file for upserts%s)",
                  pg->qualified,
-                 eq ? ", or REPLICA IDENTITY FULL for equality deletes on every column" : "");
+                 cdc  ? ", or ALTER TABLE ... REPLICA IDENTITY FULL"
+                 : eq ? ", or REPLICA IDENTITY FULL for equality deletes on every column"
+                      : "");
     firn_rc rc = firn__table_open(t, err);
     if (rc)
         firn_err_context(err, "while opening table \"%s\"", t->display);

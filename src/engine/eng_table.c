@@ -277,7 +277,7 @@ static firn_rc create_table(firn__table *t, firn_err *err)
         t->created_ns = rc == FIRN_OK;
     }
     firn_schema *schema = firn_schema_new(0, firn_field_clone(t->schema));
-    if (t->upsert && t->eng->cfg->destination.identifier_fields) {
+    if (t->upsert && !t->multiset && t->eng->cfg->destination.identifier_fields) {
         int32_t ids[32];
         for (size_t i = 0; i < t->n_key; i++)
             ids[i] = t->schema->children[t->key_cols[i]]->id;
@@ -848,7 +848,7 @@ static void key_names(const firn_field *root, const int32_t *ids, size_t n, char
 static firn_rc check_key_unchanged(const firn__table *t, firn_err *err)
 {
     const firn_schema *cur = firn_table_metadata_schema(t->cat.metadata);
-    if (!t->upsert || t->eqdel || !t->eng->cfg->destination.identifier_fields ||
+    if (!t->upsert || t->eqdel || t->multiset || !t->eng->cfg->destination.identifier_fields ||
         cur->n_identifier_field_ids == 0)
         return FIRN_OK;
     int32_t want[32];
@@ -911,15 +911,17 @@ firn_rc firn__table_open(firn__table *t, firn_err *err)
     t->n_key = t->pg->n_key < 32 ? t->pg->n_key : 32;
     for (size_t i = 0; i < t->n_key; i++)
         t->key_cols[i] = (uint32_t)t->pg->key_columns[i];
-    for (size_t i = 0; i < t->schema->n_children; i++) {
-        if (!t->upsert || (t->soft_delete && !is_key_column(t, i)))
-            make_optional(t->schema->children[i]);
-    }
     bool exists = false;
     FIRN_TRY(firn_catalog_table_exists(t->eng->catalog, t->ns, t->name, &exists, err));
     if (exists)
         FIRN_TRY(firn_catalog_load_table(t->eng->catalog, t->ns, t->name, &t->cat, err));
-    else
+    if (t->multiset)
+        firn__multiset_open(t, exists);
+    for (size_t i = 0; i < t->schema->n_children; i++) {
+        if (!t->upsert || (t->soft_delete && !is_key_column(t, i)))
+            make_optional(t->schema->children[i]);
+    }
+    if (!exists)
         FIRN_TRY(create_table(t, err));
     FIRN_TRY(check_location(t, err));
     int fv = t->cat.metadata->format_version;
@@ -1265,7 +1267,9 @@ static firn_rc index_data_file(
             firn_buf_reset(&key);
             rc = firn_batch_key_encode(b, i, cols, t->n_key, &key);
             firn__pkloc loc = {ord, (uint32_t)pos};
-            if (rc == FIRN_OK && lookup)
+            if (rc == FIRN_OK && t->multiset) /* one more copy of the row */
+                rc = firn__multiset_add(t, key.data, key.len, loc, err);
+            else if (rc == FIRN_OK && lookup)
                 rc = firn__pkindex_put(t->index, key.data, key.len, loc, err);
             else if (rc == FIRN_OK) /* keys of a consistent table are unique: no lookup */
                 rc = firn__pkindex_set(t->index, firn__pkindex_key(t->index, key.data, key.len),
@@ -1364,7 +1368,7 @@ static firn_rc rebuild_once(firn__table *t, bool *out_converted, firn_err *err)
         *out_converted = rc == FIRN_OK; /* the caller indexes the new snapshot */
         n_index = 0;
     }
-    if (rc == FIRN_OK && !loaded)
+    if (rc == FIRN_OK && !loaded && !t->multiset) /* a multiset looks each row up */
         rc = firn__pkindex_bulk(t->index, true, err);
     for (size_t i = 0; i < n_index && rc == FIRN_OK; i++) {
         for (size_t e = 0; e < ms[i]->n_entries && rc == FIRN_OK; e++) {
@@ -1383,7 +1387,7 @@ static firn_rc rebuild_once(firn__table *t, bool *out_converted, firn_err *err)
             }
         }
     }
-    if (rc == FIRN_OK && !loaded)
+    if (rc == FIRN_OK && !loaded && !t->multiset)
         rc = firn__pkindex_bulk(t->index, false, err);
     if (rc == FIRN_OK && !*out_converted)
         track_delfiles(t, &dead);

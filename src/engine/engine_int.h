@@ -202,6 +202,10 @@ typedef struct firn__fold {
     firn_buf keys;
     size_t n_deletes;      /* keys [n_upserts, n_keys) are deletes */
     uint32_t *delete_rows; /* row of the last change of each deleted key (n_deletes) */
+    /* firn__multiset_fold only (NULL otherwise): per key, copies gained (> 0) or lost (< 0);
+     * per upserted row, its key */
+    int64_t *net;
+    uint32_t *upsert_key;
 } firn__fold;
 
 /** Folds the rows of b by the key columns key_cols[0..n_key_cols): for each key, only its last
@@ -412,6 +416,8 @@ typedef struct firn__table {
     size_t n_files;
     bool dv;                 /* format v3: deletes are deletion vectors, not position deletes */
     bool eqdel;              /* upsert with equality deletes ("delete_mode" "equality"): no index */
+    bool multiset;           /* keyless REPLICA IDENTITY FULL upsert: rows keyed by every column
+                                plus an occurrence number (eng_multiset.c) */
     firn__dvfile *dv_files;  /* per file ordinal: deleted rows, current DV (v3), liveness */
     firn__delfile *delfiles; /* v2 tables: live position-delete files firn can replace */
     size_t n_delfiles;
@@ -932,6 +938,55 @@ void firn__table_reset_index(firn__table *t);
  * computed from key columns (the partition of a deleted row would be unknown). Logs the warning
  * naming the readers that cannot read equality deletes. */
 FIRN_MUST_CHECK firn_rc firn__eqdel_open(firn__table *t, firn_err *err);
+
+/* ---- keyless REPLICA IDENTITY FULL tables as multisets (eng_multiset.c) ------------------ */
+
+/** Makes t (t->multiset set: no usable key, REPLICA IDENTITY FULL, not append mode) keyed by
+ * every source column, the index telling the copies of a row apart by an occurrence number.
+ * When that cannot be (an existing table created in append mode, whose rows include deletes; a
+ * nested column; more than 32 columns) t is put in append mode instead, with a warning saying
+ * why and what to do. exists: the Iceberg table exists (t->cat loaded). */
+void firn__multiset_open(firn__table *t, bool exists);
+/** Adds one copy of the row encoded as row[0..len) (firn_batch_key_encode over t->key_cols) at
+ * loc to t's index: it takes the next occurrence number. Index errors (FIRN_ERR_IO, PARSE). */
+FIRN_MUST_CHECK firn_rc
+firn__multiset_add(firn__table *t, const uint8_t *row, size_t len, firn__pkloc loc, firn_err *err);
+/** Folds t's buffer as a multiset: each distinct row (every source column) gains one copy per
+ * insert or update image and loses one per delete (old image). out->keys holds the rows whose
+ * count changes, out->net their gain (> 0) or loss (< 0); out->upsert_rows the rows to write
+ * (a row gaining n copies: its last n images), out->upsert_key the key of each. n_deletes is 0.
+ * FIRN_ERR_TOO_LARGE past the key buffer limit. Free with firn__fold_free. */
+FIRN_MUST_CHECK firn_rc firn__multiset_fold(const firn__table *t, firn__fold *out, firn_err *err);
+
+/** Deletes a multiset flush writes: per fold key, the copies indexed before (count) and the
+ * occurrence number below which copies stay (keep: entries keep .. count - 1 are removed); the
+ * position deletes (dels[0..n_dels), owned) of the live copies removed; copies a delete asked
+ * for that the index did not hold (missing, logged). */
+typedef struct firn__msdel {
+    uint32_t *count;
+    uint32_t *keep;
+    firn__posdel *dels;
+    size_t n_dels;
+    uint64_t missing;
+} firn__msdel;
+
+/** Finds, for every fold key that loses copies, that many live copies in t's index (from the
+ * highest occurrence number down; entries of rows already deleted are dropped on the way) and
+ * fills *out (free with firn__msdel_free). Index errors. */
+FIRN_MUST_CHECK firn_rc firn__multiset_deletes(firn__table *t,
+                                               const firn__fold *f,
+                                               firn__msdel *out,
+                                               firn_err *err);
+/** After the commit: removes the index entries d says were popped and adds each written row
+ * (locs[i]: row f->upsert_rows[i] in the committed files) as the next copy of its key. A failure
+ * leaves the index behind the table (the caller stops; the next start rebuilds it). */
+FIRN_MUST_CHECK firn_rc firn__multiset_update(firn__table *t,
+                                              const firn__fold *f,
+                                              const firn__msdel *d,
+                                              const firn__pkloc *locs,
+                                              firn_err *err);
+/** Frees what d owns and zeroes it. */
+void firn__msdel_free(firn__msdel *d);
 /** Flushes t's buffer in equality-delete mode: folds it by key, writes the final images as data
  * files and one equality-delete row (key columns, table field ids, equality_ids set) per key
  * touched, and commits both in one snapshot with position lsn (format/spec.md "Equality Delete

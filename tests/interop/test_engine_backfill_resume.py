@@ -122,7 +122,7 @@ def test_copy_with_append_table_starts_again(pg, pg_db, firn_bin, duck, tmp_path
                      "ALTER TABLE log REPLICA IDENTITY FULL; "
                      "INSERT INTO log SELECT g, repeat('l', 50) FROM generate_series(1, 3000) g")
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["big", "small", "log"], interval_s=0.01,
+        fe.setup(pg, ["big", "small", ("log", {"append_mode": True})], interval_s=0.01,
                  source={"batch_rows": 1000, "chunk_size": "64KiB", "parallelism": 2})
         crash_in_copy(fe)
         assert summaries(fe, "big")[-1].get("firn.backfill") == "partial"

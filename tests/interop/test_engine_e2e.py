@@ -215,7 +215,10 @@ def test_mixed_workload_backfill_cdc_catch_up(pg, pg_db, firn_bin, duck, tmp_pat
         conn.execute(MIXED_SCHEMA)
         conn.execute(f'ALTER DATABASE "{pg_db}" SET logical_decoding_work_mem = \'64kB\'')
         fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
-        fe.setup(pg, ["accounts", "docs_full", "scratch", "events", "audit"],
+        # events and audit are change logs: append mode is asked for (a keyless table with
+        # REPLICA IDENTITY FULL is otherwise a multiset of rows: test_engine_multiset.py)
+        fe.setup(pg, ["accounts", "docs_full", "scratch", ("events", {"append_mode": True}),
+                      ("audit", {"append_mode": True})],
                  destination={"delete_mode": delete_mode})
         fe.sync()
         assert fe.catalog().load_table("e2e.accounts").metadata.format_version == version
