@@ -27,8 +27,9 @@ foreach(dir docker kubernetes grafana prometheus)
   endif()
 endforeach()
 
-# The unit names the installed binary and the configuration folder of this prefix
-# (/usr -> /usr/bin/firn and /etc/firn; /usr/local -> /usr/local/bin/firn, /usr/local/etc/firn).
+# The unit names the installed binary and the configuration folder of the prefix configured
+# (/usr -> /usr/bin/firn and /etc/firn; /usr/local -> /usr/local/bin/firn, /usr/local/etc/firn);
+# `cmake --install --prefix` moves the files, not these paths.
 set(FIRN_BINDIR ${CMAKE_INSTALL_FULL_BINDIR})
 set(FIRN_SYSCONFDIR ${CMAKE_INSTALL_FULL_SYSCONFDIR})
 set(FIRN_DOCDIR ${CMAKE_INSTALL_FULL_DOCDIR})
