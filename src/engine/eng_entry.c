@@ -321,6 +321,43 @@ static firn_rc probe_storage(firn_io *io, const char *root, const char *id, firn
     return rc;
 }
 
+/* REST catalogs: the storage probe goes where a table of this catalog is written, with the
+ * credentials the catalog gives for it (vended ones included: BigLake's service account often
+ * has no role on the bucket itself, and a bl:// warehouse is no location): a scratch table is
+ * created in the scratch namespace ns, a probe object written and removed under its data
+ * folder, then the table, its metadata file and the object are removed again. *out_root: the
+ * table location (owned) for the log line. */
+static firn_rc probe_table(
+    firn_catalog *cat, firn_io *io, const char *ns, const char *id, char **out_root, firn_err *err)
+{
+    *out_root = NULL;
+    firn_field *root = firn_field_new(0, "", FIRN_TYPE_STRUCT, true);
+    firn_field_add(root, firn_field_new(1, "id", FIRN_TYPE_LONG, false));
+    firn_schema *schema = firn_schema_new(0, root);
+    firn_table_create opts = {.schema = schema};
+    firn_catalog_table t = {0};
+    firn_rc rc = firn_catalog_create_table(cat, ns, "probe", &opts, &t, err);
+    firn_schema_free(schema);
+    if (rc) {
+        firn_err_context(err, "while creating a scratch table %s.probe", ns);
+        return rc;
+    }
+    char data[4200];
+    snprintf(data, sizeof(data), "%s/data", t.metadata->location);
+    rc = probe_storage(io, data, id, err);
+    firn_err derr = {0};
+    firn_rc drc = firn_catalog_drop_table(cat, ns, "probe", &derr);
+    if (t.metadata_location) /* a drop without purge leaves it; a purge may have removed it */
+        firn_rc_ignore(firn_io_remove(io, t.metadata_location, NULL));
+    if (rc == FIRN_OK && drc) {
+        *err = derr;
+        rc = drc;
+    }
+    *out_root = firn_strdup(t.metadata->location);
+    firn_catalog_table_deinit(&t);
+    return rc;
+}
+
 static firn_rc check_destination(const firn_config *cfg, firn_err *err)
 {
     const firn_catalog_config *cc = &cfg->destination.catalog;
@@ -338,12 +375,27 @@ static firn_rc check_destination(const firn_config *cfg, firn_err *err)
     char ns[64];
     snprintf(ns, sizeof(ns), "firn_check_%.8s", id);
     rc = firn_catalog_create_namespace(cat, ns, NULL, err);
-    char *root = rc == FIRN_OK ? probe_root(cc, cat, ns) : NULL;
-    if (rc == FIRN_OK)
+    char *root = NULL;
+    /* a local warehouse has no credentials to vend, and a scratch table would leave its
+     * folders behind */
+    const char *wh = cc->warehouse ? cc->warehouse : "";
+    bool local = strncmp(wh, "file:", 5) == 0 || wh[0] == '/';
+    bool rest = cc->kind == FIRN_CATALOG_REST && !local;
+    if (rc == FIRN_OK && rest) {
+        rc = probe_table(cat, io, ns, id, &root, err);
+        firn_err nerr = {0};
+        firn_rc nrc = firn_catalog_drop_namespace(cat, ns, &nerr);
+        if (rc == FIRN_OK && nrc) {
+            *err = nerr;
+            rc = nrc;
+        }
+    } else if (rc == FIRN_OK) {
+        root = probe_root(cc, cat, ns);
         rc = firn_catalog_drop_namespace(cat, ns, err);
-    if (rc == FIRN_OK && root)
+    }
+    if (rc == FIRN_OK && root && !rest)
         rc = probe_storage(io, root, id, err);
-    else if (rc == FIRN_OK)
+    else if (rc == FIRN_OK && !root)
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "warehouse \"%s\" is not a location: storage is checked when tables load",
                  firn_url_redact((char[FIRN_URL_REDACTED_MAX]){0}, FIRN_URL_REDACTED_MAX,
