@@ -230,6 +230,9 @@ typedef struct firn_commit_policy {
  * history.expire.max-snapshot-age-ms, history.expire.min-snapshots-to-keep and
  * history.expire.max-ref-age-ms take precedence over these defaults. */
 typedef struct firn_maintenance_config {
+    int external;                  /* "mode": 0 "firn" (default); 1 "external": another tool
+                                    * (Spark procedures, BigLake table management) expires and
+                                    * compacts, firn only consolidates its position deletes */
     bool expire_snapshots;         /* default true */
     int64_t snapshot_max_age_ms;   /* default 86400000 (1 day) */
     int64_t min_snapshots_to_keep; /* default 10 */

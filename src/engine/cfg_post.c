@@ -728,6 +728,11 @@ firn_rc firn__cfg_destination_post(cfg_ctx *ctx, firn_destination_config *d, fir
         return firn__cfg_fail(
             ctx, err, "\"%s\" \"%.64s%s\" %s", seen_path(ctx, &d->namespace_pattern, "namespace"),
             d->namespace_pattern, strlen(d->namespace_pattern) > 64 ? "..." : "", why);
+    if (d->maintenance.external) { /* another tool expires and compacts */
+        d->maintenance.expire_snapshots = false;
+        d->compact_small_files = 0;
+        d->compact_delete_percent = 0;
+    }
     if (firn_destination_is_biglake(d) && strchr(d->namespace_pattern, '.'))
         return firn__cfg_fail(ctx, err,
                               "\"%s\" \"%.64s\": BigLake takes single-level namespaces only (no "

@@ -356,7 +356,18 @@ static const cfg_node n_dest_commit = {
 static const cfg_node n_snapshot_age = {
     .type = CFG_SECONDS, .min = 0, .max = 31536000 * 10, .def = "86400"};
 static const cfg_node n_min_snapshots = {.type = CFG_INT, .min = 1, .max = 1000000, .def = "10"};
+static const cfg_enum_value v_maintenance_mode[] = {
+    {"firn", 0, NULL},
+    {"external", 1, NULL},
+    {NULL, 0, NULL},
+};
+static const cfg_node n_maintenance_mode = {
+    .type = CFG_ENUM, .values = v_maintenance_mode, .def = "\"firn\""};
 static const cfg_prop p_maintenance[] = {
+    {"mode", &n_maintenance_mode, DST(maintenance.external), 0, NULL,
+     "\"external\": snapshot expiry and compaction are left to another tool (Spark procedures, "
+     "BigLake table management); firn keeps only what it must (consolidating its position "
+     "deletes)"},
     {"expire_snapshots", &n_bool, DST(maintenance.expire_snapshots), 0, NULL,
      "expire old snapshots and delete the files only they reference (default true)"},
     {"snapshot_max_age_seconds", &n_snapshot_age, DST(maintenance.snapshot_max_age_ms), 0, NULL,

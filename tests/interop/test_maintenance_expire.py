@@ -439,3 +439,26 @@ def test_expiry_killed_at_each_step(firn_job):
         change_round(job, 9)
         job.sync()
         check_rows(job)
+
+
+def test_maintenance_external_leaves_history_and_files_alone(firn_job):
+    """maintenance.mode "external": another tool expires and compacts. Retention that would
+    expire nearly everything and a compaction threshold of 2 change nothing: every snapshot
+    stays, none is a compaction ("replace"); firn maintain expire still works by hand."""
+    job = firn_job([{"stream_name": "acct"}], setup=SETUP,
+                   destination_extra={"format_version": 2, "compact_small_files": 2,
+                                      "maintenance": {"mode": "external",
+                                                      "min_snapshots_to_keep": 1,
+                                                      "snapshot_max_age_seconds": 0}})
+    job.sync()
+    for k in range(1, 19):
+        change_round(job, k)
+        proc = job.sync()
+        assert "expired " not in proc.stderr and "compacted" not in proc.stderr, proc.stderr
+    tbl = job.loc.pyiceberg().load_table(job.table("acct"))
+    assert len(tbl.metadata.snapshots) == 19
+    assert all(summary_of(s)["operation"] != "replace" for s in tbl.metadata.snapshots)
+    check_rows(job)
+    ex = run_maintain(job, job.workdir / "destination.json", "expire", job.table("acct"))
+    assert ex.returncode == 0 and "expired 18 snapshots (1 kept)" in ex.stdout, ex.stdout
+    check_rows(job)
