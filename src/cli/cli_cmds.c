@@ -243,7 +243,10 @@ int firn__cli_maintain(const cli_cmd *cmd, cli_opts *o)
         if (firn_parse_double(o->older_than, strlen(o->older_than), &secs, NULL) != FIRN_OK ||
             !(secs >= 0 && secs <= 10.0 * 365 * 86400))
             return firn__cli_usage_error(
-                cmd, "--older-than must be a number of seconds, got \"%s\"", o->older_than);
+                cmd,
+                "--older-than must be a number of seconds from 0 to 315360000 (ten years), "
+                "got \"%s\"",
+                o->older_than);
         mo.older_than_ms = (int64_t)(secs * 1000.0);
         if (mo.older_than_ms == 0)
             mo.older_than_ms = 1; /* 0 s: every unreferenced file */

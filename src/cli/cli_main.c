@@ -86,13 +86,13 @@ static const cli_cmd commands[] = {
      "  --state FILE         state.json (default: state.json next to the streams file)\n" LOG_OPTS,
      CLI_OPT_SOURCE | CLI_OPT_DESTINATION | CLI_OPT_STREAMS | CLI_OPT_STATE | CLI_OPT_LOG, 0,
      firn__cli_status},
-    {"maintain", "expire snapshots or show the health of tables, by hand",
+    {"maintain", "show the health of tables, expire snapshots, remove orphan files, by hand",
      "usage: firn maintain status|expire|orphans --destination FILE [--dry-run]\n"
      "                     [--older-than SECONDS] [--delete] [TABLE...]\n"
      "\n"
      "Runs table maintenance on the destination's catalog, on the tables named\n"
      "(NAMESPACE.TABLE) or on every table of the catalog, also tables no stream writes now.\n"
-     "No source is read. One line per table.\n"
+     "No source is read. One line per table (orphans: also one per orphan file).\n"
      "  status   snapshots, refs, metadata size against maintenance.max_metadata_size,\n"
      "           data and delete files, records\n"
      "  expire   expire snapshots now, with the destination's maintenance settings and the\n"

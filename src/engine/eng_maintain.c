@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define ORPHAN_DEFAULT_AGE_MS ((int64_t)3 * 86400 * 1000)
 
@@ -105,9 +106,10 @@ static void print_status(const firn_config *cfg, const firn__table *t, FILE *out
     if (oldest >= 0)
         firn_duration_format((firn_now_us() / 1000 - oldest) / 1000, age);
     fprintf(out,
-            "%s: %zu snapshots (oldest %s ago), %zu refs, metadata %s (%.0f%% of %s); %s data "
+            "%s: %zu snapshot%s (oldest %s ago), %zu ref%s, metadata %s (%.0f%% of %s); %s data "
             "files, %s delete files, %s records, %s position deletes, %s equality deletes\n",
-            t->display, md->n_snapshots, age, md->n_refs, size_text,
+            t->display, md->n_snapshots, md->n_snapshots == 1 ? "" : "s", age, md->n_refs,
+            md->n_refs == 1 ? "" : "s", size_text,
             budget ? 100.0 * (double)bytes / (double)budget : 0.0, budget_text,
             summary(s, "total-data-files"), summary(s, "total-delete-files"),
             summary(s, "total-records"), summary(s, "total-position-deletes"),
@@ -330,11 +332,14 @@ static firn_rc one_table(
     FIRN_TRY(fault(FIRN_FAULT_CONFIG, split_table(full, &t.ns, &t.name, err)));
     t.display = firn_strdup(full);
     firn_rc rc = firn_catalog_load_table(e->catalog, t.ns, t.name, &t.cat, err);
-    if (rc == FIRN_ERR_NOT_FOUND)
+    bool named = false;
+    if (rc == FIRN_ERR_NOT_FOUND) {
         rc = firn_err_set(err, FIRN_ERR_NOT_FOUND,
                           "table \"%s\" does not exist in the catalog (firn maintain status lists "
                           "the tables)",
                           full);
+        named = true;
+    }
     if (rc == FIRN_OK) {
         if (o->action == FIRN_MAINTAIN_STATUS) {
             print_status(e->cfg, &t, out);
@@ -355,7 +360,7 @@ static firn_rc one_table(
                                             : "");
         }
     }
-    if (rc)
+    if (rc && !named)
         firn_err_context(err, "while maintaining table \"%s\"", full);
     firn_catalog_table_deinit(&t.cat);
     firn_free(t.ns);
@@ -364,12 +369,41 @@ static firn_rc one_table(
     return fault(rc == FIRN_ERR_CONFIG ? FIRN_FAULT_CONFIG : FIRN_FAULT_DESTINATION, rc);
 }
 
+/* A SQL catalog file must exist already: opening it would create an empty one, and a mistyped
+ * path would look like a healthy catalog without tables. */
+static firn_rc sql_catalog_exists(const firn_catalog_config *cc, firn_err *err)
+{
+    if (cc->kind != FIRN_CATALOG_SQL || !cc->uri)
+        return FIRN_OK;
+    const char *path = cc->uri;
+    if (strncmp(path, "sqlite:///", 10) == 0)
+        path += 10;
+    else if (strstr(path, "://"))
+        return FIRN_OK; /* the catalog reports what it cannot open */
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return FIRN_OK;
+    return firn_err_set(err, FIRN_ERR_CONFIG,
+                        "SQL catalog \"%s\" does not exist (firn sync creates it; check "
+                        "\"catalog.uri\" of the destination file)",
+                        path);
+}
+
 firn_rc firn__engine_maintain(const firn_config *cfg,
                               const firn_maintain_options *o,
                               FILE *out,
                               firn_err *err)
 {
     maintain_fault = FIRN_FAULT_NONE;
+    for (size_t i = 0; i < o->n_tables; i++) { /* every name is checked before anything runs */
+        char *ns = NULL, *name = NULL;
+        firn_rc nrc = split_table(o->tables[i], &ns, &name, err);
+        firn_free(ns);
+        firn_free(name);
+        if (nrc)
+            return fault(FIRN_FAULT_CONFIG, nrc);
+    }
+    FIRN_TRY(fault(FIRN_FAULT_CONFIG, sql_catalog_exists(&cfg->destination.catalog, err)));
     firn__engine e;
     memset(&e, 0, sizeof(e));
     e.cfg = cfg;

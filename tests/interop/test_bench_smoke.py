@@ -136,7 +136,11 @@ def test_report_shape_and_honesty(smoke, pg):
             assert sep["raw_copy"]["wall_s"] > 0 and sep["firn"]["x_raw_copy"] > 0
             with pg.connect() as c:
                 for pid in measure.server_pids(c):
-                    assert os.sched_getaffinity(pid) == os.sched_getaffinity(0), pid
+                    try:
+                        mask = os.sched_getaffinity(pid)
+                    except ProcessLookupError:
+                        continue  # a backend that ended between the listing and the look
+                    assert mask == os.sched_getaffinity(0), pid
         assert "backfill_taxi_speed" in rep["firn_vs_peer"]
     else:
         assert cdc["firn"]["status"] == "not run" and rep["live"]["firn"]["status"] == "not run"

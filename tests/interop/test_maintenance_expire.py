@@ -226,6 +226,23 @@ def test_firn_maintain_status_and_expire_by_hand(firn_job):
     assert bad.returncode == 4 and 'table "src.nope" does not exist' in bad.stderr, bad.stderr
     bad = run_maintain(job, dpath, "expire", "nodot")
     assert bad.returncode == 2 and "NAMESPACE.TABLE" in bad.stderr, bad.stderr
+    # a malformed name among good ones stops the command before anything runs
+    change_round(job, 41)
+    job.sync()
+    n_before = len(cat.load_table("src.acct").metadata.snapshots)
+    assert n_before > 2  # the retention (2) would expire some
+    bad = run_maintain(job, dpath, "expire", "src.acct", "nodot")
+    assert bad.returncode == 2 and "NAMESPACE.TABLE" in bad.stderr, bad.stderr
+    assert len(cat.load_table("src.acct").metadata.snapshots) == n_before
+    assert "expired" not in bad.stdout
+    # a SQL catalog file that does not exist is an error, not an empty catalog
+    missing = dict(dest, catalog=dict(dest["catalog"],
+                                      uri=f"sqlite:///{job.workdir / 'nope' / 'cat.db'}"))
+    mpath = job.workdir / "missing-destination.json"
+    mpath.write_text(json.dumps(missing))
+    bad = run_maintain(job, mpath, "status")
+    assert bad.returncode == 2 and "does not exist (firn sync creates it" in bad.stderr, bad.stderr
+    assert not (job.workdir / "nope").exists()
     bad = run_maintain(job, dpath, "frob")
     assert bad.returncode == 2 and 'unknown action "frob"' in bad.stderr, bad.stderr
     bad = run_maintain(job, dpath, "status", "--dry-run")
