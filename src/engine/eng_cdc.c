@@ -311,6 +311,11 @@ static firn_rc map_columns(rel_map *m, const firn_pgo_rel *rel, bool *changed, f
     if (gone && !*changed)
         FIRN_TRY(firn__rename_unplaced(m->table, rel, m->batch_col, &unplaced, err));
     *changed |= unplaced;
+    /* Names moved between known columns (a swap) look like no change by name. */
+    bool permuted = false;
+    if (!*changed)
+        FIRN_TRY(firn__rename_permuted(m->table, rel, m->batch_col, &permuted, err));
+    *changed |= permuted;
     return FIRN_OK;
 }
 

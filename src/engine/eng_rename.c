@@ -233,6 +233,107 @@ static firn_rc plan_one(firn__table *t,
     return FIRN_OK;
 }
 
+/* Column i of a Relation message by position (pos_col[i]: the table's source column with the
+ * catalog's i-th attnum, -1 when the table has none), when the message's names are, in order,
+ * the catalog's now and every column the table knows is among them (*match): pgoutput lists a
+ * relation's live, not generated columns in attnum order, so the message then describes the
+ * catalog as it is. A message whose names differ describes an earlier state (renames or drops
+ * since): *match false. */
+static firn_rc
+positional(firn__table *t, const firn_pgo_rel *rel, int32_t *pos_col, bool *match, firn_err *err)
+{
+    *match = false;
+    PGconn *pq = firn_pg_conn_pq(t->eng->sql);
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    const char *params[1] = {oid};
+    PGresult *r = PQexecParams(pq,
+                               "SELECT attnum, attname FROM pg_attribute WHERE attrelid = $1::oid "
+                               "AND attnum > 0 AND NOT attisdropped AND attgenerated = '' "
+                               "ORDER BY attnum",
+                               1, NULL, params, NULL, NULL, 0);
+    firn_rc rc = FIRN_OK;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = firn_err_set(err, FIRN_ERR_SOURCE, "could not look up the columns of %s: %s",
+                          t->pg->qualified, PQerrorMessage(pq));
+    else if (PQntuples(r) == (int)rel->n_cols) {
+        *match = true;
+        for (uint16_t i = 0; *match && i < rel->n_cols; i++)
+            *match = strcmp(PQgetvalue(r, i, 1), rel->cols[i].name) == 0;
+        for (uint16_t i = 0; *match && rc == FIRN_OK && i < rel->n_cols; i++) {
+            int32_t num = 0;
+            rc = firn_parse_i32(PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0), &num, err);
+            pos_col[i] = -1;
+            for (size_t k = 0; k < t->pg->n_columns; k++) {
+                if (t->pg->columns[k].attnum > 0 && t->pg->columns[k].attnum == num)
+                    pos_col[i] = (int32_t)k;
+            }
+        }
+        /* Every column the table knows is still there: one dropped since (say a dropped, b
+         * renamed to a, a new b added) would make equal names describe other columns. */
+        for (size_t k = 0; *match && k < t->pg->n_columns; k++) {
+            bool found = t->pg->columns[k].attnum <= 0;
+            for (uint16_t i = 0; !found && i < rel->n_cols; i++)
+                found = pos_col[i] == (int32_t)k;
+            *match = found;
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* True when a known column sits at another place by position than by name (pos_col from
+ * positional): a rename onto a name the table knows, as in a swap of two names. */
+static bool moved(const firn_pgo_rel *rel, const int32_t *batch_col, const int32_t *pos_col)
+{
+    for (uint16_t i = 0; i < rel->n_cols; i++) {
+        if (pos_col[i] >= 0 && pos_col[i] != batch_col[i])
+            return true;
+    }
+    return false;
+}
+
+firn_rc firn__rename_permuted(
+    firn__table *t, const firn_pgo_rel *rel, const int32_t *batch_col, bool *out, firn_err *err)
+{
+    *out = false;
+    int32_t *pos_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
+    bool match = false;
+    firn_rc rc = positional(t, rel, pos_col, &match, err);
+    *out = rc == FIRN_OK && match && moved(rel, batch_col, pos_col);
+    firn_free(pos_col);
+    return rc;
+}
+
+/* The message describes the catalog now and a known column moved (firn__rename_permuted): every
+ * column is mapped by its attnum, and each known column under another name is a rename. */
+static firn_rc plan_positional(firn__table *t,
+                               const firn_pgo_rel *rel,
+                               int32_t *batch_col,
+                               firn__colrename *out,
+                               size_t *n_out,
+                               bool *done,
+                               firn_err *err)
+{
+    *done = false;
+    int32_t *pos_col = firn_calloc(rel->n_cols ? rel->n_cols : 1, sizeof(int32_t));
+    bool match = false;
+    firn_rc rc = positional(t, rel, pos_col, &match, err);
+    if (rc == FIRN_OK && match && moved(rel, batch_col, pos_col)) {
+        for (uint16_t i = 0; i < rel->n_cols; i++) {
+            batch_col[i] = pos_col[i];
+            if (pos_col[i] >= 0 && strcmp(t->pg->columns[pos_col[i]].name, rel->cols[i].name)) {
+                out[*n_out].idx = (size_t)pos_col[i];
+                out[*n_out].rel_col = i;
+                (*n_out)++;
+            }
+        }
+        *done = true;
+    }
+    firn_free(pos_col);
+    return rc;
+}
+
 firn_rc firn__rename_plan(firn__table *t,
                           const firn_pgo_rel *rel,
                           int32_t *batch_col,
@@ -244,6 +345,10 @@ firn_rc firn__rename_plan(firn__table *t,
 {
     *n_out = 0;
     *halt = false;
+    bool done = false;
+    FIRN_TRY(plan_positional(t, rel, batch_col, out, n_out, &done, err));
+    if (done)
+        return FIRN_OK;
     bool unknown = false;
     for (uint16_t i = 0; i < rel->n_cols && !unknown; i++)
         unknown = batch_col[i] < 0 && !table_has_field(t, rel->cols[i].name) &&
@@ -331,19 +436,52 @@ static int32_t field_of_attnum(const char *prop, int16_t attnum)
     return 0;
 }
 
+/* The field of root that FIRN_PROP_ATTNUMS (prop) gives source column pc, NULL when none. */
+static const firn_field *
+field_of_column(const char *prop, const firn_field *root, const firn_pg_column *pc)
+{
+    const int32_t id = pc->attnum > 0 ? field_of_attnum(prop, pc->attnum) : 0;
+    for (size_t k = 0; id > 0 && k < root->n_children; k++) {
+        if (root->children[k]->id == id)
+            return root->children[k]->meta ? NULL : root->children[k];
+    }
+    return NULL;
+}
+
+/* True when the field named `name` in root is itself renamed to another name between runs
+ * (its source column, by attnum, is named otherwise now): its name is free for another. */
+static bool
+name_freed(const firn__table *t, const char *prop, const firn_field *root, const char *name)
+{
+    const firn_field *held = top_named(root, name);
+    for (size_t i = 0; held && i < t->pg->n_columns; i++) {
+        if (field_of_column(prop, root, &t->pg->columns[i]) == held)
+            return strcmp(t->pg->columns[i].name, name) != 0;
+    }
+    return false;
+}
+
 void firn__rename_between_runs(firn__table *t, const firn_field *root)
 {
     const char *prop = firn_props_get(&t->cat.metadata->properties, FIRN_PROP_ATTNUMS);
+    /* The attnums are the source table's only while it is the same table (its oid): then they
+     * are authoritative, names moved between columns included. Otherwise (a table recorded
+     * before the oid was, or one dropped and created again) only a column whose name is new to
+     * the table and whose old name left the source is taken as renamed. */
+    const char *prop_oid = firn_props_get(&t->cat.metadata->properties, FIRN_PROP_SOURCE_OID);
+    char oid[16];
+    snprintf(oid, sizeof(oid), "%u", (unsigned)t->pg->oid);
+    const bool same_table = prop_oid && t->pg->oid != 0 && strcmp(prop_oid, oid) == 0;
     for (size_t i = 0; prop && i < t->pg->n_columns; i++) {
         const firn_pg_column *pc = &t->pg->columns[i];
-        if (pc->attnum <= 0 || top_named(root, pc->name))
+        const firn_field *f = field_of_column(prop, root, pc);
+        if (!f || strcmp(f->name, pc->name) == 0 || firn_strlist_contains(&t->rename_from, f->name))
             continue;
-        const int32_t id = field_of_attnum(prop, pc->attnum);
-        const firn_field *f = NULL;
-        for (size_t k = 0; id > 0 && k < root->n_children && !f; k++)
-            f = root->children[k]->id == id ? root->children[k] : NULL;
-        if (!f || f->meta || source_has(t, f->name) ||
-            firn_strlist_contains(&t->rename_from, f->name))
+        /* The new name may be another field's only when that field is renamed too (names
+         * swapped or rotated). */
+        if (top_named(root, pc->name) && (!same_table || !name_freed(t, prop, root, pc->name)))
+            continue;
+        if (!same_table && source_has(t, f->name))
             continue;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table \"%s\": column \"%s\" was renamed to \"%s\" on the source: renamed in the "
@@ -359,16 +497,23 @@ firn_schema *firn__rename_apply(const firn__table *t, const firn_schema *cur)
     if (t->rename_from.count == 0)
         return NULL;
     firn_schema *s = firn_schema_clone(cur);
-    for (size_t r = 0; r < t->rename_from.count; r++) {
-        for (size_t i = 0; i < s->root->n_children; i++) {
-            firn_field *f = s->root->children[i];
-            if (strcmp(f->name, t->rename_from.items[r]) == 0) {
-                firn_free(f->name);
-                f->name = firn_strdup(t->rename_to.items[r]);
-                break;
-            }
+    /* All at once: the fields are found by their old names before any is renamed, so names
+     * swapped or rotated (a to b, b to a) rename the fields they belong to. */
+    size_t n = t->rename_from.count;
+    firn_field **hit = firn_calloc(n ? n : 1, sizeof(*hit));
+    for (size_t r = 0; r < n; r++) {
+        for (size_t i = 0; i < s->root->n_children && !hit[r]; i++) {
+            if (strcmp(s->root->children[i]->name, t->rename_from.items[r]) == 0)
+                hit[r] = s->root->children[i];
         }
     }
+    for (size_t r = 0; r < n; r++) {
+        if (!hit[r])
+            continue;
+        firn_free(hit[r]->name);
+        hit[r]->name = firn_strdup(t->rename_to.items[r]);
+    }
+    firn_free(hit);
     return s;
 }
 

@@ -712,7 +712,9 @@ typedef struct firn__colrename {
 /** Sets *out to the attnum of live source column `name` of t, 0 when there is none. One
  * catalog query; FIRN_ERR_SOURCE. */
 firn_rc firn__rename_attnum(firn__table *t, const char *name, int16_t *out, firn_err *err);
-/** Finds the source columns of t that a Relation message shows renamed (eng_rename.c): a
+/** Finds the source columns of t that a Relation message shows renamed (eng_rename.c): when
+ * the message describes the catalog now (firn__rename_permuted), every column by its attnum,
+ * each known column under another name a rename; otherwise a
  * column the message lacks whose attnum is now named as a column of the message the table does
  * not know. out (rel->n_cols entries) gets them and batch_col maps them. *halt with why set (the
  * one line, FIRN_ERR_SCHEMA) when a lacking column is now named otherwise (renamed again: which
@@ -726,6 +728,12 @@ firn_rc firn__rename_plan(firn__table *t,
                           firn_err *why,
                           bool *halt,
                           firn_err *err);
+/** *out: the Relation message describes the source catalog as it is now (its column names are,
+ * in order, the catalog's live columns by attnum) and a known column is at another place by
+ * position than by name (batch_col): names moved between columns (a swap: a to tmp, b to a, tmp
+ * to b), which firn__rename_plan maps by attnum. One catalog query; FIRN_ERR_SOURCE. */
+firn_rc firn__rename_permuted(
+    firn__table *t, const firn_pgo_rel *rel, const int32_t *batch_col, bool *out, firn_err *err);
 /** *out: a source column of t (of known attnum) that no column of a Relation message maps to
  * (batch_col) is live in the source catalog now: a column of the message that no longer exists
  * may be it under a name it had in between (renamed twice), so the message needs

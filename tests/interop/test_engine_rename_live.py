@@ -205,3 +205,66 @@ def test_column_renamed_twice_stops_that_stream(pg, pg_db, firn_bin, duck, tmp_p
         conn.execute("UPDATE s SET a3 = 400 WHERE id = 4")
         fe.sync()
         compare_table(fe, conn, duck, "s", "s")
+
+
+SWAP = ("ALTER TABLE c RENAME city TO tmp", "ALTER TABLE c RENAME zip TO city",
+        "ALTER TABLE c RENAME tmp TO zip")
+
+
+def test_column_names_swapped_between_runs_and_while_following(pg, pg_db, firn_bin, duck,
+                                                               tmp_path):
+    """Two columns of the same type swap names (issue 24 item 2), between runs and while
+    `--follow` streams: each becomes an Iceberg rename of the field of the same source column
+    (attnum), so every value stays under the column it belongs to, old rows and new."""
+    with pg.connect(dbname=pg_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE c (id int PRIMARY KEY, city text, zip text); "
+                     "INSERT INTO c SELECT g, 'city' || g, 'zip' || g FROM generate_series(1, 4) g")
+        fe = FirnEnv(firn_bin, tmp_path / "firn", pg_db)
+        fe.setup(pg, ["c"], interval_s=0.2)
+        fe.sync()
+        ids = field_ids(fe, "c")
+
+        def check(swapped: bool):
+            now = field_ids(fe, "c")
+            want = ({"city": ids["zip"], "zip": ids["city"]} if swapped
+                    else {"city": ids["city"], "zip": ids["zip"]})
+            assert {k: now[k] for k in ("city", "zip")} == want, (ids, now)
+            compare_table(fe, conn, duck, "c", "c")
+            rows = {r["id"]: (r["city"], r["zip"])
+                    for r in fe.catalog().load_table(f"{NS}.c").scan().to_arrow().to_pylist()}
+            assert rows == dict((i, (c, z)) for i, c, z in
+                                conn.execute("SELECT id, city, zip FROM c").fetchall())
+            # rows copied before the swap: the old city values now read as zip
+            assert rows[1] == (("zip1", "city1") if swapped else ("city1", "zip1")), rows
+
+        # Between runs.
+        for s in SWAP:
+            conn.execute(s)
+        conn.execute("INSERT INTO c VALUES (5, 'new city', 'new zip')")
+        conn.execute("UPDATE c SET city = 'upd city' WHERE id = 2")
+        out = fe.sync().stderr
+        assert 'column \\"city\\" was renamed to \\"zip\\" on the source' in out, out[-3000:]
+        assert 'column \\"zip\\" was renamed to \\"city\\" on the source' in out, out[-3000:]
+        check(swapped=True)
+
+        # While following: swapped back, then changes.
+        proc = fe.start_follow()
+        try:
+            wait_for(lambda: slot_active(conn), 60, what="firn to stream")
+            conn.execute("INSERT INTO c VALUES (6, 'c6', 'z6')")
+            with conn.transaction():
+                for s in SWAP:
+                    conn.execute(s)
+            conn.execute("INSERT INTO c VALUES (7, 'c7', 'z7')")
+            conn.execute("UPDATE c SET zip = 'upd zip' WHERE id = 3")
+            wait_for(lambda: 7 in iceberg_ids(fe, "c"), 60, what="the changes after the swap")
+            assert proc.poll() is None, (fe.root / "follow.log").read_text()[-3000:]
+        finally:
+            rc = stop_process(proc)
+        log = (fe.root / "follow.log").read_text()
+        assert rc == 0, log[-3000:]
+        assert 'column \\"zip\\" renamed to \\"city\\" on the source while streaming' in log, log
+        check(swapped=False)
+        conn.execute("UPDATE c SET city = 'last', zip = 'last zip' WHERE id = 4")
+        fe.sync()
+        check(swapped=False)
