@@ -987,6 +987,37 @@ static bool part_committed(cdc *c, firn__table *t)
     return c->txn_commit_lsn == t->part_lsn && nth < t->part_changes;
 }
 
+/* Failures of one table's data, not of the stream or the process: the table is quarantined
+ * and the others go on. */
+static bool table_failure(firn_rc rc)
+{
+    return rc == FIRN_ERR_PARSE || rc == FIRN_ERR_INVALID || rc == FIRN_ERR_UNSUPPORTED ||
+           rc == FIRN_ERR_SCHEMA;
+}
+
+/* Stops t's stream alone after a change it cannot take (issue 24 item 5): what it buffered is
+ * dropped, not committed (the change that failed may be half in the buffer), the slot is held
+ * at the end of the last transaction before its first buffered change, so the next run reads
+ * them all again, and the run ends with the error after the other tables (exit 3; --follow
+ * streams the others on). */
+static firn_rc quarantine_table(cdc *c, firn__table *t, firn_err *why)
+{
+    uint64_t at = firn_batch_rows(t->buf) ? t->hold_lsn : c->last_end_lsn;
+    firn_batch_reset(t->buf);
+    t->halted = true;
+    t->halt_lsn = at;
+    firn_free(t->stop_reason);
+    t->stop_reason = firn_strdup(why->msg);
+    FIRN_LOG(FIRN_LOG_ERROR, "engine",
+             "table \"%s\" stopped: %s; the other tables stream on, and the slot is held at %X/%X "
+             "for this one, so PostgreSQL keeps its WAL from there until a run can take the "
+             "change (fix the cause, or drop the stream and its table)",
+             t->display, why->msg, (unsigned)(at >> 32), (unsigned)at);
+    if (!c->e->halt.code)
+        c->e->halt = *why;
+    return FIRN_OK;
+}
+
 static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
 {
     firn_pgo_msg *msg = ev->msg;
@@ -1013,7 +1044,9 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
                                                   : FIRN__OP_DELETE]++;
     firn_batch_set_times(t->buf, c->txn_commit_us, INT64_MIN);
     firn_rc rc = FIRN_OK;
-    switch (ev->type) {
+    if (firn__fault_decode(t->stream->namespace, t->stream->name))
+        rc = firn_err_set(err, FIRN_ERR_PARSE, "test-only decode failure (FIRN_TEST_DECODE_FAIL)");
+    switch (rc ? FIRN_PGO_BEGIN : ev->type) {
     case FIRN_PGO_INSERT:
         rc = append_tuple(c, m, ev->rel, &msg->change.new_tuple, FIRN_OP_INSERT, err);
         break;
@@ -1037,6 +1070,12 @@ static firn_rc on_change(cdc *c, const firn_pgo_event *ev, firn_err *err)
     else if (rc)
         firn_err_context(err, "while decoding a change of table %s at LSN %X/%X", t->pg->qualified,
                          (unsigned)(c->txn_commit_lsn >> 32), (unsigned)c->txn_commit_lsn);
+    if (rc && table_failure(rc)) {
+        firn_err why = *err;
+        why.code = rc;
+        firn_err_clear(err);
+        return quarantine_table(c, t, &why);
+    }
     return rc;
 }
 

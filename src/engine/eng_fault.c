@@ -89,3 +89,20 @@ void firn__fault_pause(const char *name)
         nanosleep(&ts, NULL);
     }
 }
+
+bool firn__fault_decode(const char *schema, const char *table)
+{
+    char qualified[1024];
+    snprintf(qualified, sizeof(qualified), "%s.%s", schema, table);
+    static _Atomic uint64_t seen;
+    const char *v = getenv("FIRN_TEST_DECODE_FAIL");
+    if (!v || !*v)
+        return false;
+    const char *colon = strrchr(v, ':');
+    uint64_t n = 0;
+    if (!colon || firn_parse_u64(colon + 1, strlen(colon + 1), &n, NULL) || n == 0)
+        return false;
+    if (strlen(qualified) != (size_t)(colon - v) || strncmp(qualified, v, strlen(qualified)) != 0)
+        return false;
+    return atomic_fetch_add(&seen, 1) + 1 >= n;
+}

@@ -183,6 +183,8 @@ static json_t *table_json(firn__engine *e, firn__table *t, double secs, uint64_t
                       * when neither is known (nothing acknowledged yet) */
         uint64_t at = t->halt_lsn ? t->halt_lsn : e->state.global_lsn;
         json_object_set_new(o, "stopped_at_schema_change", at ? lsn_json(at) : json_true());
+        if (t->stop_reason) /* quarantined: a change it could not take, not a schema change */
+            json_object_set_new(o, "stopped_because", json_string(t->stop_reason));
     }
     if (t->missing) /* stopped because the source has no table of the stream's name */
         json_object_set_new(o, "source_table_missing", json_true());

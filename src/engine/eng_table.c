@@ -15,6 +15,8 @@
 
 void firn__table_deinit(firn__table *t)
 {
+    firn_free(t->stop_reason);
+    t->stop_reason = NULL;
     firn_free(t->ns);
     firn_free(t->name);
     firn_free(t->display);

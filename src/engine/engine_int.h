@@ -464,9 +464,10 @@ typedef struct firn__table {
     bool halted;           /* CDC: stopped at a schema change the table cannot take; its changes
                               are skipped and the slot is not confirmed past halt_lsn */
     uint64_t halt_lsn;
-    bool incompatible;     /* the source has a type the table cannot take (check_promotions) */
-    bool key_retyped;      /* a promotion changed the encoding of key values: the key index is built
-                              again from the data files, not loaded */
+    char *stop_reason; /* quarantined after a change it could not take (eng_cdc.c): why, owned */
+    bool incompatible; /* the source has a type the table cannot take (check_promotions) */
+    bool key_retyped;  /* a promotion changed the encoding of key values: the key index is built
+                          again from the data files, not loaded */
     firn_strlist left_out; /* source columns the stream's `columns` / `sync_new_columns` leave
                               out: CDC drops their values (eng_columns.c) */
     /* Catalog outages met by this table's commits (eng_commit.c, under its own lock; read with
@@ -1224,6 +1225,10 @@ void firn__fault_point(const char *name);
  * until <path> exists (another writer commits meanwhile). Points: "compact-written" (a
  * compaction's files are written, its commit not made). */
 void firn__fault_pause(const char *name);
+/** TEST-ONLY: with FIRN_TEST_DECODE_FAIL="<schema.table>:<n>", true from the n-th streamed change
+ * of that source table on (its decode then fails, as a value firn cannot read would), so the
+ * quarantine of one table can be tested; a real PostgreSQL sends no such value on demand. */
+bool firn__fault_decode(const char *schema, const char *table);
 
 /** Opens the destination catalog (SQL or REST, with its authentication) and the FileIO for
  * table files: for REST the catalog's own FileIO (vended credentials; *out_io_owned false),
