@@ -323,6 +323,10 @@ FIRN_MUST_CHECK firn_rc firn_parse_double(const char *s, size_t len, double *out
 uint32_t firn_murmur3_32(const void *p, size_t len, uint32_t seed);
 /** Wall-clock time in microseconds since the Unix epoch. */
 int64_t firn_now_us(void);
+/** Parses an RFC 3339 time ("2024-01-02T03:04:05.678Z"; 'T', 't' or ' ' between date and time;
+ * fraction optional, read to milliseconds; "Z", "+HH:MM" or "-HH:MM", none meaning UTC) into
+ * milliseconds since the Unix epoch. 0 when text is NULL or malformed. Thread-safe. */
+int64_t firn_time_parse_ms(const char *text);
 /** Monotonic time in nanoseconds from an arbitrary origin (for durations and deadlines). */
 int64_t firn_monotonic_ns(void);
 /** Sleeps ms milliseconds (<= 0: returns at once), resuming after a signal interrupts it.

@@ -47,29 +47,6 @@ static const char *const GCS_EXPIRY_KEYS[] = {"gcs.oauth2.token-expires-at",
                                               "gcs.oauth2.token_expires_at", "expiration-time",
                                               "expiration", NULL};
 
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* Reads n digits at s into *out; false when one is not a digit. */
-static bool digits(const char *s, int n, int64_t *out)
-{
-    int64_t v = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
-    return true;
-}
-
 int64_t firn__rest_parse_expiry(const char *text)
 {
     if (!text || !*text)
@@ -77,14 +54,7 @@ int64_t firn__rest_parse_expiry(const char *text)
     int64_t v = 0;
     if (firn_parse_i64(text, strlen(text), &v, NULL) == FIRN_OK)
         return v > 0 && v < 100000000000LL ? v * 1000 : (v > 0 ? v : 0); /* seconds or ms */
-    int64_t y, mo, d, h, mi, sec;
-    if (strlen(text) < 19 || text[4] != '-' || text[7] != '-' ||
-        (text[10] != 'T' && text[10] != ' ') || text[13] != ':' || text[16] != ':')
-        return 0;
-    if (!digits(text, 4, &y) || !digits(text + 5, 2, &mo) || !digits(text + 8, 2, &d) ||
-        !digits(text + 11, 2, &h) || !digits(text + 14, 2, &mi) || !digits(text + 17, 2, &sec))
-        return 0;
-    return ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 + sec * 1000;
+    return firn_time_parse_ms(text);                                     /* RFC 3339 */
 }
 
 static int64_t creds_expiry(const firn_props *creds, const char *const *keys)

@@ -437,7 +437,7 @@ static firn_rc list_page(const firn_buf *body,
         rc = firn_buf_appendf(&loc, "gs://%s/%s", bucket, name);
         if (rc == FIRN_OK)
             rc = fn(ctx, (const char *)loc.data, bytes,
-                    firn__io_time_ms(json_string_value(json_object_get(item, "updated"))), err);
+                    firn_time_parse_ms(json_string_value(json_object_get(item, "updated"))), err);
         if (rc)
             break;
     }

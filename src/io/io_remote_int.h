@@ -14,8 +14,4 @@ char *firn__io_xml_text(const char *xml, size_t len, const char *tag);
 FIRN_MUST_CHECK firn_rc firn__io_take_range(
     const firn_buf *body, size_t len, const char *location, firn_buf *out, firn_err *err);
 
-/** Parses an RFC 3339 UTC time ("2024-01-02T03:04:05.678Z", fraction optional, "Z" or
- * "+00:00") into milliseconds since the epoch; 0 when text is NULL or malformed. */
-int64_t firn__io_time_ms(const char *text);
-
 #endif

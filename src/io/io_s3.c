@@ -518,7 +518,7 @@ static firn_rc list_page(const char *xml,
             firn_buf_reset(&loc);
             rc = firn_buf_appendf(&loc, "%s://%s/%s", scheme, bucket, key);
             if (rc == FIRN_OK)
-                rc = fn(ctx, (const char *)loc.data, bytes, firn__io_time_ms(modified), err);
+                rc = fn(ctx, (const char *)loc.data, bytes, firn_time_parse_ms(modified), err);
         }
         firn_free(key);
         firn_free(size);

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Listing a local folder with firn_io_list (nested folders, file:// and plain prefixes, a
  * missing folder, a callback that stops the walk) and the RFC 3339 times of S3 and GCS
- * listings (firn__io_time_ms). */
+ * listings and credential expiries (firn_time_parse_ms). */
 #include "t.h"
 #include "firn/io.h"
-#include "io/io_remote_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -110,14 +109,17 @@ T_TEST(local_walk)
 
 T_TEST(rfc3339_times)
 {
-    T_EQ_INT(firn__io_time_ms("1970-01-01T00:00:00Z"), 0);
-    T_EQ_INT(firn__io_time_ms("2023-11-14T22:13:20.000Z"), 1700000000000LL);
-    T_EQ_INT(firn__io_time_ms("2023-11-14T22:13:20.5Z"), 1700000000500LL);
-    T_EQ_INT(firn__io_time_ms("2024-02-29T12:00:00.123456Z"), 1709208000123LL);
-    T_EQ_INT(firn__io_time_ms("2000-03-01T00:00:01+00:00"), 951868801000LL);
-    T_EQ_INT(firn__io_time_ms("yesterday"), 0);
-    T_EQ_INT(firn__io_time_ms("2024-13-01T00:00:00Z"), 0);
-    T_EQ_INT(firn__io_time_ms(NULL), 0);
+    T_EQ_INT(firn_time_parse_ms("1970-01-01T00:00:00Z"), 0);
+    T_EQ_INT(firn_time_parse_ms("2023-11-14T22:13:20.000Z"), 1700000000000LL);
+    T_EQ_INT(firn_time_parse_ms("2023-11-14T22:13:20.5Z"), 1700000000500LL);
+    T_EQ_INT(firn_time_parse_ms("2024-02-29T12:00:00.123456Z"), 1709208000123LL);
+    T_EQ_INT(firn_time_parse_ms("2000-03-01T00:00:01+00:00"), 951868801000LL);
+    T_EQ_INT(firn_time_parse_ms("yesterday"), 0);
+    T_EQ_INT(firn_time_parse_ms("2024-13-01T00:00:00Z"), 0);
+    T_EQ_INT(firn_time_parse_ms(NULL), 0);
+    T_EQ_INT(firn_time_parse_ms("2023-11-14T23:13:20+01:00"), 1700000000000LL);
+    T_EQ_INT(firn_time_parse_ms("2023-11-14 17:13:20.25-05:00"), 1700000000250LL);
+    T_EQ_INT(firn_time_parse_ms("2023-11-14T25:13:20Z"), 0);
 }
 
 T_MAIN(T_CASE(local_walk), T_CASE(rfc3339_times))
