@@ -262,13 +262,10 @@ static firn_rc delete_expired_files(firn__table *t,
         firn__strset_free(&mine);
     }
     if (rc == FIRN_OK) {
-        firn__strset_seal(&gone_files);
         for (size_t i = 0; i < gone_files.n; i++)
             remove_file(c, gone_files.v[i], &c->files);
-        firn__strset_seal(&gone_manifests);
         for (size_t i = 0; i < gone_manifests.n; i++)
             remove_file(c, gone_manifests.v[i], &c->manifests);
-        firn__strset_seal(&lists);
         for (size_t i = 0; i < lists.n; i++)
             remove_file(c, lists.v[i], &c->lists);
     }

@@ -1,47 +1,29 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A set of strings for the file sets of expiry and orphan cleanup (eng_expire.c,
- * eng_maintain.c): appended unsorted, sorted and deduplicated on the first lookup. */
+ * eng_maintain.c): the key map for membership (adds and lookups interleave: a lazily sorted
+ * array would sort again at every lookup after an add), an array for iteration. */
 #include "engine_int.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 void firn__strset_add(firn__strset *s, const char *p)
 {
+    size_t len = strlen(p);
+    if (!s->map)
+        s->map = firn__keymap_new();
+    else if (firn__keymap_get(s->map, (const uint8_t *)p, len, &(firn__pkloc){0}))
+        return;
+    firn__keymap_put(s->map, (const uint8_t *)p, len, (firn__pkloc){0});
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 64;
         s->v = firn_reallocarray(s->v, s->cap, sizeof(*s->v));
     }
     s->v[s->n++] = firn_strdup(p);
-    s->sorted = false;
 }
 
-static int cmp_str(const void *a, const void *b)
+bool firn__strset_has(const firn__strset *s, const char *p)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void firn__strset_seal(firn__strset *s)
-{
-    if (s->sorted)
-        return;
-    if (s->n > 1)
-        qsort(s->v, s->n, sizeof(*s->v), cmp_str);
-    size_t o = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (o > 0 && strcmp(s->v[o - 1], s->v[i]) == 0)
-            firn_free(s->v[i]);
-        else
-            s->v[o++] = s->v[i];
-    }
-    s->n = o;
-    s->sorted = true;
-}
-
-bool firn__strset_has(firn__strset *s, const char *p)
-{
-    firn__strset_seal(s);
-    return s->n > 0 && bsearch(&p, s->v, s->n, sizeof(*s->v), cmp_str) != NULL;
+    return s->map && firn__keymap_get(s->map, (const uint8_t *)p, strlen(p), &(firn__pkloc){0});
 }
 
 void firn__strset_free(firn__strset *s)
@@ -49,5 +31,6 @@ void firn__strset_free(firn__strset *s)
     for (size_t i = 0; i < s->n; i++)
         firn_free(s->v[i]);
     firn_free(s->v);
+    firn__keymap_free(s->map);
     memset(s, 0, sizeof(*s));
 }

@@ -1290,20 +1290,18 @@ firn_rc firn__engine_check_index_dir(const firn_destination_config *d, firn_err 
 
 /* ---- string sets (eng_strset.c) ------------------------------------------------------------ */
 
-/** A set of owned strings: embed zeroed, add, then look up (the first lookup sorts and drops
- * duplicates; v[0..n) is then sorted and unique). Free with firn__strset_free. */
+/** A set of owned strings: embed zeroed, then add and look up in any order (O(1) each);
+ * v[0..n) holds each string once, in the order first added. Free with firn__strset_free. */
 typedef struct firn__strset {
     char **v;
     size_t n, cap;
-    bool sorted;
+    firn__keymap *map; /* membership */
 } firn__strset;
 
-/** Adds a copy of p. */
+/** Adds a copy of p unless it is there already. */
 void firn__strset_add(firn__strset *s, const char *p);
-/** Sorts v and drops duplicates (done by the first lookup). */
-void firn__strset_seal(firn__strset *s);
-/** True when p is in s (O(log n) once sealed). */
-bool firn__strset_has(firn__strset *s, const char *p);
+/** True when p is in s. */
+bool firn__strset_has(const firn__strset *s, const char *p);
 /** Frees every string; s is empty afterwards. */
 void firn__strset_free(firn__strset *s);
 
