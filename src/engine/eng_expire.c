@@ -138,36 +138,59 @@ static void remove_file(cleanup *c, const char *path, size_t *count)
     FIRN_LOG(FIRN_LOG_DEBUG, "engine", "expired file %s not deleted: %s", path, err.msg);
 }
 
-/* Adds the manifests of the list at location to manifests (and the records to out_files when
- * not NULL). A list that is gone already is skipped. */
-static firn_rc read_list(firn_io *io,
-                         const char *location,
-                         firn__strset *manifests,
-                         firn_manifest_file **out_files,
-                         size_t *out_n,
-                         firn_err *err)
+/* The records of an expired snapshot's manifest list into *out_files; a list that is gone
+ * already (an earlier cleanup was interrupted after deleting it) reads as empty. */
+static firn_rc read_expired_list(
+    firn_io *io, const char *location, firn_manifest_file **out_files, size_t *out_n, firn_err *err)
 {
-    firn_manifest_file *mfs = NULL;
-    size_t n = 0;
-    firn_rc rc = firn_manifest_list_read(io, location, &mfs, &n, err);
+    *out_files = NULL;
+    *out_n = 0;
+    firn_rc rc = firn_manifest_list_read(io, location, out_files, out_n, err);
     if (rc == FIRN_ERR_NOT_FOUND) {
         firn_err_clear(err);
         return FIRN_OK;
     }
-    FIRN_TRY(rc);
-    for (size_t i = 0; i < n; i++)
-        firn__strset_add(manifests, mfs[i].manifest_path);
-    if (out_files) {
-        *out_files = mfs;
-        *out_n = n;
-    } else {
+    return rc;
+}
+
+firn_rc firn__snapshot_files(firn_io *io,
+                             const firn_snapshot *const *snaps,
+                             size_t n_snaps,
+                             bool deleted_too,
+                             firn__strset *manifests,
+                             firn__strset *files,
+                             firn_err *err)
+{
+    firn__strset seen = {0}; /* manifests whose entries are read */
+    firn_rc rc = FIRN_OK;
+    for (size_t i = 0; i < n_snaps && rc == FIRN_OK; i++) {
+        firn_manifest_file *mfs = NULL;
+        size_t n = 0;
+        firn__strset_add(manifests, snaps[i]->manifest_list);
+        rc = firn_manifest_list_read(io, snaps[i]->manifest_list, &mfs, &n, err);
+        for (size_t k = 0; k < n && rc == FIRN_OK; k++) {
+            firn__strset_add(manifests, mfs[k].manifest_path);
+            if (firn__strset_has(&seen, mfs[k].manifest_path))
+                continue;
+            firn__strset_add(&seen, mfs[k].manifest_path);
+            firn_manifest *m = NULL;
+            rc = firn_manifest_read(io, &mfs[k], &m, err);
+            for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++) {
+                if (deleted_too || m->entries[e].status != FIRN_ENTRY_DELETED)
+                    firn__strset_add(files, m->entries[e].file.file_path);
+            }
+            firn_manifest_free(m);
+        }
         firn_manifest_files_free(mfs, n);
     }
-    return FIRN_OK;
+    firn__strset_free(&seen);
+    return rc;
 }
 
 /* The manifests and live files the snapshots of after reference. With a single lineage only
- * the oldest retained ancestor of main needs reading (firn_table_metadata_single_lineage). */
+ * the oldest retained ancestor of main needs reading (firn_table_metadata_single_lineage). A
+ * list or manifest that cannot be read fails the cleanup: what it references cannot be told
+ * apart from what expired. */
 static firn_rc reachable(firn_io *io,
                          const firn_table_metadata *after,
                          firn__strset *manifests,
@@ -190,29 +213,9 @@ static firn_rc reachable(firn_io *io,
         for (size_t i = 0; i < after->n_snapshots; i++)
             read[n_read++] = after->snapshots[i];
     }
-    firn__strset seen = {0}; /* manifests whose entries are read */
-    firn_rc rc = FIRN_OK;
-    for (size_t i = 0; i < n_read && rc == FIRN_OK; i++) {
-        firn_manifest_file *mfs = NULL;
-        size_t n = 0;
-        rc = read_list(io, read[i]->manifest_list, manifests, &mfs, &n, err);
-        for (size_t k = 0; k < n && rc == FIRN_OK; k++) {
-            if (firn__strset_has(&seen, mfs[k].manifest_path))
-                continue;
-            firn__strset_add(&seen, mfs[k].manifest_path);
-            firn_manifest *m = NULL;
-            rc = firn_manifest_read(io, &mfs[k], &m, err);
-            for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++) {
-                if (m->entries[e].status != FIRN_ENTRY_DELETED)
-                    firn__strset_add(files, m->entries[e].file.file_path);
-            }
-            firn_manifest_free(m);
-        }
-        firn_manifest_files_free(mfs, n);
-    }
+    firn_rc rc = firn__snapshot_files(io, read, n_read, false, manifests, files, err);
     for (size_t i = 0; i < after->n_snapshots; i++)
         firn__strset_add(manifests, after->snapshots[i]->manifest_list); /* lists count too */
-    firn__strset_free(&seen);
     firn_free(read);
     return rc;
 }
@@ -220,8 +223,7 @@ static firn_rc reachable(firn_io *io,
 /* Deletes the files of before's snapshots that after no longer has and no snapshot of after
  * references: data and delete files first, then manifests, then manifest lists, so an
  * interrupted cleanup leaves no reference to a deleted file. */
-static firn_rc delete_expired_files(firn__table *t,
-                                    const firn_table_metadata *before,
+static firn_rc delete_expired_files(const firn_table_metadata *before,
                                     const firn_table_metadata *after,
                                     cleanup *c,
                                     firn_err *err)
@@ -237,8 +239,7 @@ static firn_rc delete_expired_files(firn__table *t,
             firn__strset_add(&lists, s->manifest_list);
         firn_manifest_file *mfs = NULL;
         size_t n = 0;
-        firn__strset mine = {0};
-        rc = read_list(c->io, s->manifest_list, &mine, &mfs, &n, err);
+        rc = read_expired_list(c->io, s->manifest_list, &mfs, &n, err);
         for (size_t k = 0; rc == FIRN_OK && k < n; k++) {
             const char *mp = mfs[k].manifest_path;
             if (firn__strset_has(&keep_manifests, mp) || firn__strset_has(&gone_manifests, mp))
@@ -259,7 +260,6 @@ static firn_rc delete_expired_files(firn__table *t,
             firn_manifest_free(m);
         }
         firn_manifest_files_free(mfs, n);
-        firn__strset_free(&mine);
     }
     if (rc == FIRN_OK) {
         for (size_t i = 0; i < gone_files.n; i++)
@@ -269,7 +269,6 @@ static firn_rc delete_expired_files(firn__table *t,
         for (size_t i = 0; i < lists.n; i++)
             remove_file(c, lists.v[i], &c->lists);
     }
-    (void)t;
     firn__strset_free(&keep_manifests);
     firn__strset_free(&keep_files);
     firn__strset_free(&lists);
@@ -347,7 +346,7 @@ firn_rc firn__expire_run(firn__table *t, bool force, firn__expire_result *res, f
     if (rc == FIRN_OK && x.committed && x.before) {
         cleanup c = {.io = t->eng->io};
         firn_err cerr = {0};
-        firn_rc crc = delete_expired_files(t, x.before, t->cat.metadata, &c, &cerr);
+        firn_rc crc = delete_expired_files(x.before, t->cat.metadata, &c, &cerr);
         if (crc)
             FIRN_LOG(FIRN_LOG_WARN, "engine",
                      "table \"%s\": files of expired snapshots not deleted: %s (firn maintain "

@@ -209,30 +209,15 @@ static firn_rc collect_refs(firn__table *t, orphan_scan *o, firn_err *err)
                 FIRN_TRY(reference(o, p, err));
         }
     }
-    firn__strset seen = {0};
-    firn_rc rc = FIRN_OK;
-    for (size_t i = 0; rc == FIRN_OK && i < md->n_snapshots; i++) {
-        const firn_snapshot *s = md->snapshots[i];
-        rc = reference(o, s->manifest_list, err);
-        firn_manifest_file *mfs = NULL;
-        size_t n = 0;
-        if (rc == FIRN_OK)
-            rc = firn_manifest_list_read(io, s->manifest_list, &mfs, &n, err);
-        for (size_t k = 0; rc == FIRN_OK && k < n; k++) {
-            if (firn__strset_has(&seen, mfs[k].manifest_path))
-                continue;
-            firn__strset_add(&seen, mfs[k].manifest_path);
-            rc = reference(o, mfs[k].manifest_path, err);
-            firn_manifest *m = NULL;
-            if (rc == FIRN_OK)
-                rc = firn_manifest_read(io, &mfs[k], &m, err);
-            for (size_t e = 0; rc == FIRN_OK && e < m->n_entries; e++)
-                rc = reference(o, m->entries[e].file.file_path, err);
-            firn_manifest_free(m);
-        }
-        firn_manifest_files_free(mfs, n);
-    }
-    firn__strset_free(&seen);
+    firn__strset manifests = {0}, files = {0};
+    firn_rc rc = firn__snapshot_files(io, (const firn_snapshot *const *)md->snapshots,
+                                      md->n_snapshots, true, &manifests, &files, err);
+    for (size_t i = 0; rc == FIRN_OK && i < manifests.n; i++)
+        rc = reference(o, manifests.v[i], err);
+    for (size_t i = 0; rc == FIRN_OK && i < files.n; i++)
+        rc = reference(o, files.v[i], err);
+    firn__strset_free(&manifests);
+    firn__strset_free(&files);
     return rc;
 }
 

@@ -1319,6 +1319,17 @@ typedef struct firn__expire_result {
     size_t metadata_bytes;    /* metadata JSON size after the expiry */
 } firn__expire_result;
 
+/** Adds to manifests the manifest lists of snaps[0..n_snaps) and the manifests they list, and to
+ * files the data, delete and Puffin files of those manifests' live entries (deleted entries too
+ * with deleted_too); each manifest is read once. Read errors (a missing list or manifest
+ * included) are returned: a caller deciding what to delete must not go on without them. */
+FIRN_MUST_CHECK firn_rc firn__snapshot_files(firn_io *io,
+                                             const firn_snapshot *const *snaps,
+                                             size_t n_snaps,
+                                             bool deleted_too,
+                                             firn__strset *manifests,
+                                             firn__strset *files,
+                                             firn_err *err);
 /** The metadata budget of a table of destination d in bytes: maintenance.max_metadata_size,
  * else 900 KiB for a BigLake catalog (REST URI at biglake.googleapis.com or a bl:// warehouse),
  * else 4 MiB. */
