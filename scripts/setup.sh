@@ -35,6 +35,9 @@ APT_PACKAGES=(
     # Debian 12 ships the contrib modules inside postgresql-15 (it provides the virtual
     # postgresql-contrib-15); postgresql-contrib is the real package that pulls them in.
     postgresql-15 postgresql-contrib
+    # The MySQL/MariaDB source links libmariadb (Connector/C); its tests start a throwaway
+    # MariaDB 10.11 (tests/harness/mariadb_cluster.sh). The --demo path keeps the library only.
+    libmariadb-dev mariadb-server
     # Spark 3.5 (the Spark interop tests) runs on Java 17.
     openjdk-17-jre-headless
     # systemd-analyze verify/security checks deploy/systemd/firn@.service (tests/interop/
@@ -51,7 +54,7 @@ esac
 if ((DEMO_ONLY)); then
     demo_packages=()
     for pkg in "${APT_PACKAGES[@]}"; do
-        [[ $pkg == openjdk-* || $pkg == systemd ]] || demo_packages+=("$pkg")
+        [[ $pkg == openjdk-* || $pkg == systemd || $pkg == mariadb-server ]] || demo_packages+=("$pkg")
     done
     APT_PACKAGES=("${demo_packages[@]}")
 fi
