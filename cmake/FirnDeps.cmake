@@ -9,6 +9,8 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(OPENSSL REQUIRED IMPORTED_TARGET openssl)
+# libmariadb (Connector/C, LGPL-2.1, linked dynamically): the MySQL/MariaDB source.
+pkg_check_modules(MARIADB REQUIRED IMPORTED_TARGET libmariadb)
 # libmicrohttpd (LGPL-2.1, linked dynamically) serves --metrics-listen.
 pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 find_library(SNAPPY_LIB snappy REQUIRED)
