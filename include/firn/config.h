@@ -140,9 +140,16 @@ const char *firn_cfg_transform_name(firn_cfg_transform t);
  * source.json (OLake: the driver's config.json)
  * ----------------------------------------------------------------------------------------------*/
 
-/** PostgreSQL source. Defaults are filled in by the loader. */
+/** Source kinds ("type" of source.json). */
+typedef enum firn_source_kind {
+    FIRN_SOURCE_POSTGRES = 0, /* "postgres", "postgresql" */
+    FIRN_SOURCE_MYSQL = 1,    /* "mysql" (MySQL 8 or MariaDB: the server says which) */
+    FIRN_SOURCE_MARIADB = 2,  /* "mariadb" */
+} firn_source_kind;
+
+/** The source (PostgreSQL, MySQL or MariaDB). Defaults are filled in by the loader. */
 typedef struct firn_source_config {
-    int type;       /* "postgres" (the only kind so far) */
+    int type;       /* firn_source_kind */
     char *host;     /* required unless uri is given */
     int64_t port;   /* default 5432 */
     char *database; /* required unless uri names one */
@@ -174,7 +181,13 @@ typedef struct firn_source_config {
                                        connection is lost (docs/configuration.md); default
                                        300 s, 0: exit at once */
     firn_sync_mode default_mode;    /* for streams without sync_mode; default full_refresh_cdc */
+    int64_t server_id; /* MySQL/MariaDB: firn's replica server_id for the binlog; 0 = not set */
+    int64_t backfill_hours; /* MySQL/MariaDB: expected backfill time the binlog retention must
+                               exceed (`firn check`); 0 = 1 hour */
 } firn_source_config;
+
+/** True when src is a MySQL or MariaDB source. */
+bool firn_source_is_mysql(const firn_source_config *src);
 
 /** Builds a libpq conninfo string ("host='h' port='5432' ...") from src: uri first, then the
  * fields, params and ssl settings; adds "replication=database" when replication is true.

@@ -64,6 +64,8 @@ struct st_mysql *firn_my_conn_handle(firn_my_conn *c);
 bool firn_my_conn_is_mariadb(const firn_my_conn *c);
 /** Server version as a number (major*10000 + minor*100 + patch: 101119 for 10.11.19). */
 unsigned long firn_my_conn_server_version(const firn_my_conn *c);
+/** The server's version text ("10.11.19-MariaDB-0+deb12u1-log"), owned by c. */
+const char *firn_my_conn_version_text(const firn_my_conn *c);
 /** True when the connection runs over TLS. */
 bool firn_my_conn_tls(const firn_my_conn *c);
 /** A redacted description for messages: "host:port user u". Static per connection. */
@@ -219,8 +221,9 @@ size_t firn_my_catalog_tables(const firn_my_catalog *cat);
 firn_my_table *firn_my_catalog_table(firn_my_catalog *cat, size_t i);
 /** The table database.name (borrowed), NULL when absent. */
 firn_my_table *firn_my_catalog_find(firn_my_catalog *cat, const char *database, const char *name);
-/** Appends the SELECT list that firn_my_value_decode reads for t ("`a`, `b`, ST_AsWKB(`g`)"),
- * every column named (invisible ones included). FIRN_ERR_TOO_LARGE past out's maximum. */
+/** Appends the SELECT list that firn_my_value_decode reads for t ("`a`, CAST(`f` AS DOUBLE)"),
+ * every column named (invisible ones included; FLOAT read as its exact double). FIRN_ERR_TOO_LARGE
+ * past out's maximum. */
 FIRN_MUST_CHECK firn_rc firn_my_select_list(const firn_my_table *t, firn_buf *out);
 
 /* ------------------------------------------------------------------------------------------------

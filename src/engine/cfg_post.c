@@ -277,8 +277,53 @@ static char *default_object_name(const char *database)
  * one per chunk that has rows, eng_backfill.c), so readers open many. */
 #define CHUNK_WARN_BYTES ((uint64_t)8 << 20)
 
+bool firn_source_is_mysql(const firn_source_config *src)
+{
+    return src->type == FIRN_SOURCE_MYSQL || src->type == FIRN_SOURCE_MARIADB;
+}
+
+/* MySQL/MariaDB: no URI, no PostgreSQL-only keys, port 3306 unless given. */
+static firn_rc mysql_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err)
+{
+    if (!firn__cfg_was_set(ctx, &s->port))
+        s->port = 3306;
+    if (s->uri)
+        return firn__cfg_fail(ctx, err,
+                              "\"uri\" is for PostgreSQL sources; give a MySQL source \"host\", "
+                              "\"port\", \"database\" and \"username\"");
+    if (s->slot || s->publication)
+        return firn__cfg_fail(ctx, err,
+                              "\"%s\" is a PostgreSQL setting; a MySQL source reads the binlog "
+                              "(set \"server_id\" instead)",
+                              s->slot ? seen_path(ctx, &s->slot, "slot")
+                                      : seen_path(ctx, &s->publication, "publication"));
+    if (!s->host)
+        return firn__cfg_fail(ctx, err, "missing required key \"host\"");
+    if (!s->database)
+        return firn__cfg_fail(ctx, err, "missing required key \"database\"");
+    if (!s->username)
+        return firn__cfg_fail(ctx, err, "missing required key \"username\"");
+    if (strstr(s->host, "://") || strchr(s->host, '/'))
+        return firn__cfg_fail(ctx, err, "\"host\" must be a host name or address, not a URL");
+    FIRN_TRY(not_empty(ctx, &s->host, "host", err));
+    FIRN_TRY(not_empty(ctx, &s->database, "database", err));
+    FIRN_TRY(not_empty(ctx, &s->username, "username", err));
+    if (s->sslmode == FIRN_SSL_ALLOW)
+        s->sslmode = FIRN_SSL_PREFER; /* MySQL has no "allow": it is "preferred" */
+    if (s->params.count)
+        firn__cfg_warn(ctx,
+                       "\"%s\" is not used by MySQL sources (libmariadb takes no such "
+                       "parameters); it is ignored",
+                       seen_path(ctx, &s->params, "params"));
+    s->slot = firn_strdup("firn");
+    s->publication = firn_strdup("firn");
+    return FIRN_OK;
+}
+
 firn_rc firn__cfg_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *err)
 {
+    if (firn_source_is_mysql(s))
+        return mysql_source_post(ctx, s, err);
     if (firn__cfg_was_set(ctx, &s->chunk_bytes) && s->chunk_bytes > 0 &&
         s->chunk_bytes < CHUNK_WARN_BYTES)
         firn__cfg_warn(ctx,

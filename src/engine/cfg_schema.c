@@ -61,13 +61,15 @@ static const cfg_node n_commit_retry_wait = {
  * ----------------------------------------------------------------------------------------------*/
 
 static const cfg_enum_value v_source_type[] = {
-    {"postgres", 0, NULL},
-    {"postgresql", 0, NULL},
-    {"mysql", 0, "MySQL is not supported yet"},
-    {NULL, 0, NULL},
+    {"postgres", FIRN_SOURCE_POSTGRES, NULL}, {"postgresql", FIRN_SOURCE_POSTGRES, NULL},
+    {"mysql", FIRN_SOURCE_MYSQL, NULL},       {"mariadb", FIRN_SOURCE_MARIADB, NULL},
+    {"MYSQL", FIRN_SOURCE_MYSQL, NULL},       {NULL, 0, NULL},
 };
 static const cfg_node n_source_type = {.type = CFG_ENUM, .values = v_source_type};
-static const cfg_node n_port = {.type = CFG_INT, .min = 1, .max = 65535, .def = "5432"};
+static const cfg_node n_port = {
+    .type = CFG_INT, .min = 1, .max = 65535, .def = "5432", .desc = "default 5432; MySQL 3306"};
+static const cfg_node n_server_id = {.type = CFG_INT, .min = 1, .max = 4294967295};
+static const cfg_node n_backfill_hours = {.type = CFG_INT, .min = 1, .max = 8760};
 
 static const cfg_enum_value v_sslmode[] = {
     {"disable", FIRN_SSL_DISABLE, NULL},
@@ -79,6 +81,18 @@ static const cfg_enum_value v_sslmode[] = {
     {NULL, 0, NULL},
 };
 static const cfg_node n_sslmode = {.type = CFG_ENUM, .values = v_sslmode, .def = "\"prefer\""};
+
+/* MySQL's --ssl-mode spellings (MySQL/MariaDB sources; verify_identity = verify-full). */
+static const cfg_enum_value v_my_sslmode[] = {
+    {"disabled", FIRN_SSL_DISABLE, NULL},
+    {"preferred", FIRN_SSL_PREFER, NULL},
+    {"required", FIRN_SSL_REQUIRE, NULL},
+    {"verify_ca", FIRN_SSL_VERIFY_CA, NULL},
+    {"verify_identity", FIRN_SSL_VERIFY_FULL, NULL},
+    {NULL, 0, NULL},
+};
+static const cfg_node n_my_sslmode = {
+    .type = CFG_ENUM, .values = v_my_sslmode, .def = "\"preferred\""};
 
 static const cfg_prop p_ssl[] = {
     {"mode", &n_sslmode, SRC(sslmode), CFG_OLAKE, "sslmode", NULL},
@@ -151,6 +165,7 @@ static const cfg_node n_reconnect_timeout = {
 static const cfg_prop p_source[] = {
     {"type", &n_source_type, SRC(type), 0, NULL, "source kind (default postgres)"},
     {"host", &n_string, SRC(host), 0, NULL, "server host name or address"},
+    {"hosts", &n_string, SRC(host), CFG_OLAKE, "host", "OLake's MySQL spelling"},
     {"port", &n_port, SRC(port), 0, NULL, NULL},
     {"database", &n_string, SRC(database), 0, NULL, "database to replicate"},
     {"username", &n_string, SRC(username), 0, NULL, NULL},
@@ -163,6 +178,15 @@ static const cfg_prop p_source[] = {
     {"sslrootcert", &n_string, SRC(sslrootcert), 0, NULL, "CA certificate file"},
     {"sslcert", &n_string, SRC(sslcert), 0, NULL, "client certificate file"},
     {"sslkey", &n_string, SRC(sslkey), 0, NULL, "client key file"},
+    {"ssl_mode", &n_my_sslmode, SRC(sslmode), 0, NULL,
+     "MySQL spelling of sslmode: disabled, preferred, required, verify_ca, verify_identity"},
+    {"ssl_ca", &n_string, SRC(sslrootcert), 0, NULL, "MySQL: CA certificate file"},
+    {"ssl_cert", &n_string, SRC(sslcert), 0, NULL, "MySQL: client certificate file"},
+    {"ssl_key", &n_string, SRC(sslkey), 0, NULL, "MySQL: client key file"},
+    {"server_id", &n_server_id, SRC(server_id), 0, NULL,
+     "MySQL/MariaDB: firn's replica server_id, unique among the source's replicas"},
+    {"backfill_hours", &n_backfill_hours, SRC(backfill_hours), 0, NULL,
+     "MySQL/MariaDB: expected backfill time; firn check wants binlog retention longer"},
     {"ssl", &n_ssl, 0, CFG_OLAKE, NULL, NULL},
     {"slot", &n_string, SRC(slot), 0, NULL, "replication slot (default firn_<database>)"},
     {"publication", &n_string, SRC(publication), 0, NULL, "publication (default firn_<database>)"},
@@ -196,10 +220,11 @@ static const cfg_prop p_source[] = {
     {NULL, NULL, 0, 0, NULL, NULL},
 };
 
-const cfg_node firn__cfg_source_root = {
-    .type = CFG_OBJECT,
-    .props = p_source,
-    .desc = "firn source.json: the PostgreSQL database to copy (OLake's source config.json)"};
+const cfg_node firn__cfg_source_root = {.type = CFG_OBJECT,
+                                        .props = p_source,
+                                        .desc =
+                                            "firn source.json: the PostgreSQL, MySQL or MariaDB "
+                                            "database to copy (OLake's source config.json)"};
 
 /* ------------------------------------------------------------------------------------------------
  * destination.json

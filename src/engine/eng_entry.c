@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `firn check`, `firn discover` and `firn status`: the engine entry points besides sync. */
 #include "cfg_int.h"
+#include "eng_mysql_int.h"
 #include "engine_int.h"
 #include "firn/net.h"
 
@@ -419,7 +420,9 @@ static firn_rc check_destination(const firn_config *cfg, firn_err *err)
 firn_rc firn__engine_check(const firn_config *cfg, firn_err *err)
 {
     entry_fault = FIRN_FAULT_NONE;
-    if (cfg->has_source)
+    if (cfg->has_source && firn_source_is_mysql(&cfg->source))
+        FIRN_TRY(firn__mysql_check_source(cfg, &entry_fault, err));
+    else if (cfg->has_source)
         FIRN_TRY(check_source(cfg, err));
     if (cfg->has_destination)
         FIRN_TRY(check_destination(cfg, err));
@@ -589,6 +592,8 @@ static void log_unpublished(const firn_streams_config *out, const char *pub, con
 firn_rc firn__engine_discover(const firn_config *cfg, const char *path, firn_err *err)
 {
     entry_fault = FIRN_FAULT_NONE;
+    if (firn_source_is_mysql(&cfg->source))
+        return firn__mysql_discover(cfg, path, &entry_fault, err);
     char *conninfo = NULL;
     firn_pg_conn *c = NULL;
     firn_pg_catalog *pgcat = NULL;

@@ -219,6 +219,12 @@ unsigned long firn_my_conn_server_version(const firn_my_conn *c)
     return c->version;
 }
 
+const char *firn_my_conn_version_text(const firn_my_conn *c)
+{
+    const char *v = mysql_get_server_info(c->my);
+    return v ? v : "";
+}
+
 bool firn_my_conn_tls(const firn_my_conn *c)
 {
     return mysql_get_ssl_cipher(c->my) != NULL;

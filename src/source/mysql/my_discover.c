@@ -295,7 +295,12 @@ firn_rc firn_my_select_list(const firn_my_table *t, firn_buf *out)
     for (size_t i = 0; i < t->n_columns; i++) {
         if (i)
             FIRN_TRY(firn_buf_append_cstr(out, ", "));
+        const bool single = t->columns[i].type.kind == FIRN_MY_KIND_FLOAT;
+        if (single) /* the server prints FLOAT with 6 digits; its double is exact */
+            FIRN_TRY(firn_buf_append_cstr(out, "CAST("));
         FIRN_TRY(firn_my_ident_append(out, t->columns[i].name));
+        if (single)
+            FIRN_TRY(firn_buf_append_cstr(out, " AS DOUBLE)"));
     }
     return FIRN_OK;
 }

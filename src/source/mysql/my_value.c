@@ -5,6 +5,7 @@
 #include "my_int.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,15 +284,16 @@ static firn_rc decode_real(const firn_my_type *t,
         return bad(t, err);
     char *endp = NULL;
     errno = 0;
+    double d = strtod(buf, &endp);
+    if (endp != buf + len || (errno == ERANGE && isinf(d)))
+        return bad(t, err);
     if (single) {
-        float f = strtof(buf, &endp);
-        if (endp != buf + len || (errno == ERANGE && isinf(f)))
+        /* FLOAT is selected as CAST(col AS DOUBLE) (firn_my_select_list): the server prints a
+         * FLOAT with 6 digits, its double exactly; the float of that double is the value. */
+        if (isfinite(d) && fabs(d) > FLT_MAX)
             return bad(t, err);
-        firn_column_append_float(col, f);
+        firn_column_append_float(col, (float)d);
     } else {
-        double d = strtod(buf, &endp);
-        if (endp != buf + len || (errno == ERANGE && isinf(d)))
-            return bad(t, err);
         firn_column_append_double(col, d);
     }
     return FIRN_OK;

@@ -196,9 +196,11 @@ T_TEST(reals)
     T_OK(put(&d, "3.40282e38"));
     T_OK(put(&d, "-1.17549e-38"));
     T_OK(put(&d, "16777216"));
+    T_OK(put(&d, "123456.703125")); /* CAST(FLOAT AS DOUBLE) text of 123456.7f */
     T_EQ_INT(put(&d, "1e99"), FIRN_ERR_PARSE);
     const float *f = firn_column_values(col(&d));
     T_TRUE(f[2] == 16777216.0f);
+    T_TRUE(f[3] == 123456.7f);
     teardown(&d);
 
     setup(&d, "double", "double", 22, -1, -1, -1);
