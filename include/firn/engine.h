@@ -112,4 +112,14 @@ FIRN_MUST_CHECK firn_rc firn_engine_maintain(const firn_config *cfg,
                                              FILE *out,
                                              firn_err *err);
 
+/** Binds a listening TCP socket (SOCK_CLOEXEC, SO_REUSEADDR, backlog 64) on text, "HOST:PORT"
+ * (an IPv6 host in brackets, port 0 for any free port), for an HTTP server such as firn serve's
+ * or --metrics-listen's. origin names the option in errors ("--listen"). On success *fd_out is
+ * the socket, owned by the caller. FIRN_ERR_CONFIG with one line naming origin and text for a
+ * malformed address, an unresolvable host or one that cannot be bound (in use, not local). */
+FIRN_MUST_CHECK firn_rc firn_http_listen(const char *origin,
+                                         const char *text,
+                                         int *fd_out,
+                                         firn_err *err);
+
 #endif

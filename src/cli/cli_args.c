@@ -28,6 +28,9 @@ static const cli_flag flags[] = {
     {"--delete", CLI_OPT_ORPHANS, offsetof(cli_opts, delete_orphans), false},
     {"--older-than", CLI_OPT_ORPHANS, offsetof(cli_opts, older_than), true},
     {"--metrics-listen", CLI_OPT_FOLLOW, offsetof(cli_opts, metrics_listen), true},
+    {"--listen", CLI_OPT_SERVE, offsetof(cli_opts, listen), true},
+    {"--data", CLI_OPT_SERVE, offsetof(cli_opts, data), true},
+    {"--key-file", CLI_OPT_SERVE, offsetof(cli_opts, key_file), true},
 };
 
 static const cli_flag *find_flag(const char *arg, size_t len)

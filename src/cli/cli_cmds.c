@@ -3,6 +3,8 @@
  * configuration and call the engine, whose result becomes the exit code. */
 #include "cli_int.h"
 
+#include "firn/serve.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -269,4 +271,25 @@ int firn__cli_maintain(const cli_cmd *cmd, cli_opts *o)
     code = rc == FIRN_OK ? CLI_EXIT_OK : engine_failure(rc, &err);
     firn_config_free(&cfg);
     return code;
+}
+
+int firn__cli_serve(const cli_cmd *cmd, cli_opts *o)
+{
+    if (!o->data)
+        return firn__cli_usage_error(cmd, "missing --data DIR (the server's state folder)");
+    int code = firn__cli_setup_log(cmd, o);
+    if (code)
+        return code;
+    install_stop_handlers();
+    firn_serve_options so = {.listen = o->listen ? o->listen : "127.0.0.1:8000",
+                             .data_dir = o->data,
+                             .key_file = o->key_file,
+                             .stop = &stop_signal};
+    firn_err err = {0};
+    firn_rc rc = firn_serve(&so, &err);
+    if (rc) {
+        firn__cli_error("%s", err.msg);
+        return rc == FIRN_ERR_CONFIG ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+    }
+    return stop_signal == SIGINT ? CLI_EXIT_INTERRUPTED : CLI_EXIT_OK;
 }

@@ -30,6 +30,7 @@ enum {
     CLI_OPT_LOG = 1u << 6, /* --log and --log-format */
     CLI_OPT_DRY_RUN = 1u << 7,
     CLI_OPT_ORPHANS = 1u << 8, /* --older-than and --delete */
+    CLI_OPT_SERVE = 1u << 9,   /* --listen, --data, --key-file */
 };
 
 /** The parsed command line of one command. */
@@ -46,6 +47,9 @@ typedef struct cli_opts {
     bool dry_run;
     bool delete_orphans;
     const char *older_than;
+    const char *listen;
+    const char *data;
+    const char *key_file;
     bool help;
     const char *args[16]; /* positional arguments */
     size_t n_args;
@@ -80,5 +84,6 @@ int firn__cli_discover(const cli_cmd *cmd, cli_opts *o);
 int firn__cli_sync(const cli_cmd *cmd, cli_opts *o);
 int firn__cli_status(const cli_cmd *cmd, cli_opts *o);
 int firn__cli_maintain(const cli_cmd *cmd, cli_opts *o);
+int firn__cli_serve(const cli_cmd *cmd, cli_opts *o);
 
 #endif

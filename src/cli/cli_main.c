@@ -110,6 +110,24 @@ static const cli_cmd commands[] = {
      "  --delete             orphans: delete them (without it: a dry run that lists "
      "them)\n" LOG_OPTS,
      CLI_OPT_DESTINATION | CLI_OPT_DRY_RUN | CLI_OPT_ORPHANS | CLI_OPT_LOG, 16, firn__cli_maintain},
+    {"serve", "run the web UI, the HTTP API and the job scheduler",
+     "usage: firn serve --data DIR [--listen HOST:PORT] [--key-file FILE]\n"
+     "\n"
+     "Serves the web UI and the JSON API (/api/v1) and runs the jobs made there, each run a\n"
+     "firn sync of this binary on the job's own files under DIR/jobs/<id> (the CLI reads\n"
+     "them too). State in DIR/firn-serve.db (SQLite). On the first start, with no user yet,\n"
+     "a one-time setup token is printed and kept in DIR/setup-token: the page asks for it\n"
+     "to create the administrator. SIGINT or SIGTERM stop the runs cleanly, then the server.\n"
+     "See docs/serve.md.\n"
+     "\n"
+     "options:\n"
+     "  --data DIR           state folder (created when missing)\n"
+     "  --listen HOST:PORT   where to serve (default 127.0.0.1:8000; port 0: any free port,\n"
+     "                       printed as \"firn serve: listening on http://HOST:PORT/\")\n"
+     "  --key-file FILE      32-byte key that encrypts the stored passwords and keys\n"
+     "                       (default DIR/secret.key, created when missing; keep it apart\n"
+     "                       from backups of DIR)\n" LOG_OPTS,
+     CLI_OPT_SERVE | CLI_OPT_LOG, 0, firn__cli_serve},
     {"version", "print the version and build", "usage: firn version\n", 0, 0, NULL},
     {"help", "show help for firn or a command", "usage: firn help [COMMAND]\n", 0, 1, NULL},
 };

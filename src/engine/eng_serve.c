@@ -107,6 +107,11 @@ static firn_rc bind_listen(const char *origin, const char *text, int *out, firn_
     return FIRN_OK;
 }
 
+firn_rc firn_http_listen(const char *origin, const char *text, int *fd_out, firn_err *err)
+{
+    return bind_listen(origin, text, fd_out, err);
+}
+
 static enum MHD_Result
 send_text(struct MHD_Connection *c, unsigned status, const char *type, const void *data, size_t len)
 {
