@@ -202,7 +202,15 @@ static firn_rc resolve_stream(firn_config *cfg, firn_stream_config *st, firn_err
     const char *pattern = st->target_namespace ? st->target_namespace
                                                : (cfg->has_destination ? dst->namespace_pattern
                                                                        : "{database}_{schema}");
-    char *ns = expand_namespace(pattern, cfg->has_source ? src->database : NULL, st->namespace);
+    /* A MySQL database is both {database} and {schema}: the default pattern names it once. */
+    const bool mysql = cfg->has_source && firn_source_is_mysql(src);
+    if (mysql && !st->target_namespace && strcmp(pattern, "{database}_{schema}") == 0)
+        pattern = "{schema}";
+    char *ns = expand_namespace(pattern,
+                                mysql             ? st->namespace
+                                : cfg->has_source ? src->database
+                                                  : NULL,
+                                st->namespace);
     firn_free(st->target_namespace);
     st->target_namespace = ns;
     if (cfg->has_destination && firn_destination_is_biglake(dst) && strchr(ns, '.'))

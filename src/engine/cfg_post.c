@@ -287,6 +287,8 @@ static firn_rc mysql_source_post(cfg_ctx *ctx, firn_source_config *s, firn_err *
 {
     if (!firn__cfg_was_set(ctx, &s->port))
         s->port = 3306;
+    if (!firn__cfg_was_set(ctx, &s->default_mode))
+        s->default_mode = FIRN_SYNC_FULL_REFRESH; /* binlog CDC is not built yet */
     if (s->uri)
         return firn__cfg_fail(ctx, err,
                               "\"uri\" is for PostgreSQL sources; give a MySQL source \"host\", "

@@ -30,4 +30,11 @@ FIRN_MUST_CHECK firn_rc firn__mysql_discover(const firn_config *cfg,
                                              firn_fault *fault,
                                              firn_err *err);
 
+/** `firn sync` of a MySQL/MariaDB source (full refresh; eng_mysql_sync.c). Sets *fault on
+ * failure. */
+FIRN_MUST_CHECK firn_rc firn__mysql_sync(const firn_config *cfg,
+                                         const firn_sync_options *opts,
+                                         firn_fault *fault,
+                                         firn_err *err);
+
 #endif

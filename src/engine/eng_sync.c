@@ -3,6 +3,7 @@
  * `discover` and `status`. Each failure records where it happened (source, destination or
  * configuration) so the CLI can choose the exit code. */
 #include "cfg_int.h"
+#include "eng_mysql_int.h"
 #include "engine_int.h"
 
 #include <errno.h>
@@ -1388,6 +1389,12 @@ static void undo_created(firn__engine *e)
 firn_rc firn_engine_sync(const firn_config *cfg, const firn_sync_options *opts, firn_err *err)
 {
     last_fault = FIRN_FAULT_NONE;
+    if (firn_source_is_mysql(&cfg->source)) {
+        firn_fault where = FIRN_FAULT_NONE;
+        firn_rc rc = firn__mysql_sync(cfg, opts, &where, err);
+        last_fault = fault_of(rc, err, where);
+        return rc;
+    }
     firn__metrics *m = NULL;
     firn__metrics_server *srv = NULL;
     FIRN_TRY(start_metrics(cfg, opts, &m, &srv, err));
