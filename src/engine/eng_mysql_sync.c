@@ -83,8 +83,10 @@ static firn_rc open_table(my_sync *m, my_target *x, firn_fault *fault, firn_err 
     firn_schema *want = source_schema(x->src, t->stream);
     bool exists = false;
     firn_rc rc = firn_catalog_namespace_exists(cat, t->ns, &exists, err);
-    if (rc == FIRN_OK && !exists)
+    if (rc == FIRN_OK && !exists) {
         rc = firn_catalog_create_namespace(cat, t->ns, NULL, err);
+        t->created_ns = rc == FIRN_OK;
+    }
     if (rc == FIRN_OK)
         rc = firn_catalog_table_exists(cat, t->ns, t->name, &exists, err);
     if (rc == FIRN_OK && !exists) {
@@ -92,6 +94,7 @@ static firn_rc open_table(my_sync *m, my_target *x, firn_fault *fault, firn_err 
         opts.schema = want;
         opts.format_version = m->e.cfg->destination.format_version == 3 ? 3 : 2;
         rc = firn_catalog_create_table(cat, t->ns, t->name, &opts, &t->cat, err);
+        t->created = rc == FIRN_OK;
         if (rc == FIRN_OK)
             FIRN_LOG(FIRN_LOG_INFO, "engine", "table=%s created (format v%d)", t->display,
                      opts.format_version);
@@ -176,6 +179,7 @@ static firn_rc commit_target(my_sync *m, my_target *x, firn_err *err)
         rc = firn__table_commit(&x->t, x->files, x->n_files, NULL, 0, had_rows, 0, &extra, err);
     firn_summary_deinit(&extra);
     if (rc == FIRN_OK) {
+        x->t.copied = true;
         x->t.rows_written = x->rows;
         FIRN_LOG(FIRN_LOG_INFO, "engine",
                  "table=%s copied: %llu rows in %zu files at gtid=%s binlog=%s:%llu%s",
@@ -257,6 +261,24 @@ static firn_rc copy_all(my_sync *m, firn_fault *fault, firn_err *err)
     return rc;
 }
 
+/* A run that failed before a table's first commit drops the tables and namespaces it created,
+ * so nothing is left half-made (as the PostgreSQL path does). */
+static void undo_created(my_sync *m)
+{
+    for (size_t i = m->n; i-- > 0;) {
+        firn__table *t = &m->targets[i].t;
+        firn_err ignored = {0};
+        if (t->created && !t->copied &&
+            firn_catalog_drop_table(m->e.catalog, t->ns, t->name, &ignored) == FIRN_OK)
+            FIRN_LOG(FIRN_LOG_INFO, "engine",
+                     "table=%s dropped again: the run failed before "
+                     "its first commit",
+                     t->display);
+        if (t->created_ns && !t->copied)
+            firn_rc_ignore(firn_catalog_drop_namespace(m->e.catalog, t->ns, &ignored));
+    }
+}
+
 static void targets_free(my_sync *m)
 {
     for (size_t i = 0; i < m->n; i++) {
@@ -303,6 +325,8 @@ firn_rc firn__mysql_sync(const firn_config *cfg,
         rc = copy_all(&m, fault, err);
     if (rc && err->fault != FIRN_FAULT_NONE && *fault == FIRN_FAULT_NONE)
         *fault = err->fault;
+    if (rc && m.e.catalog)
+        undo_created(&m);
     targets_free(&m);
     firn_my_catalog_free(m.cat);
     firn_my_conn_close(m.conn);
