@@ -191,6 +191,44 @@ static firn_rc commit_target(my_sync *m, my_target *x, firn_err *err)
     return firn__blame(err, FIRN_FAULT_DESTINATION, rc);
 }
 
+/* firn's metadata columns (README "Metadata columns"), after the source's: _firn_op "r",
+ * _firn_commit_ts null and _firn_ingest_ts as for PostgreSQL snapshot reads; _firn_lsn is null,
+ * a MySQL position is no integer (the snapshot summary holds it). */
+static const struct {
+    const char *name;
+    firn_type type;
+    firn_meta_kind kind;
+} META[] = {
+    {"_firn_op", FIRN_TYPE_STRING, FIRN_META_OP},
+    {"_firn_lsn", FIRN_TYPE_LONG, FIRN_META_NULL},
+    {"_firn_commit_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_COMMIT_TS},
+    {"_firn_ingest_ts", FIRN_TYPE_TIMESTAMPTZ, FIRN_META_INGEST_TS},
+};
+
+static firn_rc add_meta(firn_my_table *src, firn_err *err)
+{
+    const size_t n_meta = sizeof(META) / sizeof(META[0]);
+    for (size_t i = 0; i < n_meta; i++) {
+        for (size_t c = 0; c < src->n_columns; c++) {
+            if (strcmp(src->columns[c].name, META[i].name) == 0)
+                return firn_err_set(err, FIRN_ERR_CONFIG,
+                                    "source table `%s`.`%s` has a column \"%s\", the name of a "
+                                    "firn metadata column; rename it or set "
+                                    "\"metadata_columns\": false in the destination",
+                                    src->database, src->name, META[i].name);
+        }
+    }
+    if (src->schema->n_children > src->n_columns)
+        return FIRN_OK; /* added for another stream of the same table */
+    int32_t id = (int32_t)src->n_columns;
+    for (size_t i = 0; i < n_meta; i++) {
+        firn_field *f = firn_field_new(++id, META[i].name, META[i].type, false);
+        f->meta = (uint8_t)META[i].kind;
+        firn_field_add(src->schema, f);
+    }
+    return FIRN_OK;
+}
+
 static firn_rc pick_targets(my_sync *m, firn_fault *fault, firn_err *err)
 {
     const firn_config *cfg = m->e.cfg;
@@ -214,6 +252,13 @@ static firn_rc pick_targets(my_sync *m, firn_fault *fault, firn_err *err)
                                 "stream %s.%s: the source has no table `%s`.`%s` that firn's "
                                 "user can see",
                                 st->namespace, st->name, st->namespace, st->name);
+        }
+        if (cfg->destination.metadata_columns) {
+            firn_rc rc = add_meta(src, err);
+            if (rc) {
+                *fault = FIRN_FAULT_CONFIG;
+                return rc;
+            }
         }
         my_target *x = &m->targets[m->n++];
         x->src = src;

@@ -188,6 +188,11 @@ def test_type_corpus(mariadb, mariadb_db, firn_bin, tmp_path, duck):
     assert schema["dec65"] == "string" and schema["bin"] == "fixed[4]"
     assert schema["ts"] == "timestamptz" and schema["b1"] == "boolean"
     assert list(tbl.schema().identifier_field_ids) == [tbl.schema().find_field("id").field_id]
+    meta = tbl.scan(selected_fields=("id", "_firn_op", "_firn_lsn", "_firn_commit_ts",
+                                     "_firn_ingest_ts")).to_arrow().to_pylist()
+    assert {r["_firn_op"] for r in meta} == {"r"}
+    assert all(r["_firn_lsn"] is None and r["_firn_commit_ts"] is None for r in meta)
+    assert all(r["_firn_ingest_ts"] is not None for r in meta)
     summary = tbl.current_snapshot().summary
     assert summary["firn.mysql.gtid-position"] == gtid_before
     assert summary["firn.mysql.binlog-file"].startswith("master-bin.")
