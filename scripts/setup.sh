@@ -43,6 +43,9 @@ APT_PACKAGES=(
     # systemd-analyze verify/security checks deploy/systemd/firn@.service (tests/interop/
     # test_deploy.py); nothing is started, the package only brings the tool.
     systemd
+    # firn serve's browser test (tests/interop/test_serve_ui.py): Debian's chromium, driven by
+    # npm playwright-core (install_ui_node) under node
+    chromium nodejs
 )
 
 DEMO_ONLY=0
@@ -54,7 +57,8 @@ esac
 if ((DEMO_ONLY)); then
     demo_packages=()
     for pkg in "${APT_PACKAGES[@]}"; do
-        [[ $pkg == openjdk-* || $pkg == systemd || $pkg == mariadb-server ]] || demo_packages+=("$pkg")
+        [[ $pkg == openjdk-* || $pkg == systemd || $pkg == mariadb-server || $pkg == chromium ||
+            $pkg == nodejs ]] || demo_packages+=("$pkg")
     done
     APT_PACKAGES=("${demo_packages[@]}")
 fi
@@ -246,6 +250,31 @@ install_promtool() {
     echo "$want" >"$stamp"
 }
 
+# playwright-core (pinned in tests/ui/package.json; no browser download: the test launches
+# Debian's /usr/bin/chromium) into $CACHE_DIR/ui-node/node_modules for tests/ui/walk.mjs.
+install_ui_node() {
+    local dir=$CACHE_DIR/ui-node want have=""
+    want=$(sed -n 's/.*"playwright-core": *"\([0-9.]*\)".*/\1/p' tests/ui/package.json)
+    [[ -n $want ]] || die "tests/ui/package.json names no playwright-core version"
+    if [[ -f $dir/node_modules/playwright-core/package.json ]]; then
+        have=$(sed -n 's/^ *"version": *"\([0-9.]*\)".*/\1/p' \
+            "$dir/node_modules/playwright-core/package.json" | head -n1)
+    fi
+    if [[ $have == "$want" ]]; then
+        say "playwright-core: up to date ($want in $dir)"
+        return
+    fi
+    if ! command -v npm >/dev/null 2>&1; then
+        say "installing npm (Debian's node has it apart)"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm
+    fi
+    say "installing playwright-core $want into $dir"
+    mkdir -p "$dir"
+    cp tests/ui/package.json "$dir/package.json"
+    (cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --omit=dev -q)
+    [[ -f $dir/node_modules/playwright-core/package.json ]] || die "playwright-core did not install"
+}
+
 install_apt
 install_venv
 if ((DEMO_ONLY)); then
@@ -256,6 +285,7 @@ fi
 # Object-storage test services (versitygw, fake-gcs-server), go-installed into $CACHE_DIR/bin.
 bash scripts/services.sh
 install_promtool
+install_ui_node
 # The Iceberg REST catalog fixture (a Java 17 jar; tests/harness/rest_catalog.sh).
 install_jars "$REST_JARS" "REST catalog"
 if [[ ${FIRN_SKIP_SPARK:-} == 1 ]]; then

@@ -310,7 +310,7 @@ static void api_login(srv *s, json_t *body, srv_resp *out)
             t->locked_until = now + LOGIN_LOCK_SECS;
         FIRN_LOG(FIRN_LOG_WARN, "serve", "failed sign-in for \"%s\" (%d in a row)",
                  valid_username(user) ? user : "?", t->failures);
-        problem(out, 401, "Wrong user name or password", "check the user name and password");
+        problem(out, 401, "Wrong user name or password", "wrong user name or password");
         return;
     }
     memset(t, 0, sizeof(*t));
@@ -923,6 +923,9 @@ static json_t *job_json(srv *s, int64_t job_id, bool detail)
     if (detail) {
         char *dir = firn__srv_job_dir(s, job_id);
         json_object_set_new(o, "folder", json_string(dir));
+        char slot[64];
+        firn__srv_slot_name(s, job_id, slot, sizeof(slot));
+        json_object_set_new(o, "slot", json_string(slot));
         firn_free(dir);
     }
     return o;
@@ -1061,7 +1064,7 @@ static void api_job_create(srv *s, json_t *body, srv_resp *out)
         goto fail;
     }
     char slot[64];
-    snprintf(slot, sizeof(slot), "firn_job_%lld", (long long)id);
+    firn__srv_slot_name(s, id, slot, sizeof(slot));
     json_t *doc = run_discover(s, src, dir, slot, out);
     if (!doc)
         goto fail;

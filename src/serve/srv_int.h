@@ -54,6 +54,7 @@ typedef struct srv {
     char *origin_host; /* "HOST:PORT" the server listens on, for the Origin check */
     uint8_t key[SRV_KEY_BYTES];
     char setup_token[65]; /* while no user exists; "" after setup */
+    char instance_id[17]; /* DATA/instance-id: names the jobs' slots apart from other servers' */
     srv_child children[SRV_MAX_CHILDREN];
     size_t n_children;
     srv_throttle throttle[32];
@@ -122,6 +123,8 @@ int firn__srv_run_child(srv *s,
 char *firn__srv_read_file(const char *path, size_t max, bool tail);
 /** The folder of job id under --data (firn_malloc'd). */
 char *firn__srv_job_dir(srv *s, int64_t job_id);
+/** The replication slot (and publication) name of job_id: "firn_<instance id>_job<id>". */
+void firn__srv_slot_name(srv *s, int64_t job_id, char *out, size_t cap);
 /** Starts a run of job_id (trigger "manual", "schedule" or "continuous"): writes the job's
  * files, spawns `firn sync` (with --follow for continuous jobs) and inserts the run. Holding
  * s->lock. FIRN_ERR_CONFLICT when the job already runs. *run_id gets the new run. */

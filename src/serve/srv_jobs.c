@@ -31,6 +31,11 @@ char *firn__srv_job_dir(srv *s, int64_t job_id)
     return dir;
 }
 
+void firn__srv_slot_name(srv *s, int64_t job_id, char *out, size_t cap)
+{
+    snprintf(out, cap, "firn_%s_job%lld", s->instance_id, (long long)job_id);
+}
+
 /* Writes text to dir/name through a temporary file and a rename (mode 0600). */
 static firn_rc write_file(const char *dir, const char *name, const char *text, firn_err *err)
 {
@@ -377,7 +382,7 @@ firn__srv_start_run(srv *s, int64_t job_id, const char *trigger, int64_t *run_id
 
     char *dir = firn__srv_job_dir(s, job_id);
     char slot[64];
-    snprintf(slot, sizeof(slot), "firn_job_%lld", (long long)job_id);
+    firn__srv_slot_name(s, job_id, slot, sizeof(slot));
     firn_strlist env = {0};
     firn_rc rc = firn__srv_write_source(s, source_id, dir, slot, &env, err);
     if (rc == FIRN_OK)

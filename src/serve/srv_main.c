@@ -34,9 +34,10 @@ static void security_headers(struct MHD_Response *r)
     (void)MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     (void)MHD_add_response_header(r, "X-Frame-Options", "DENY");
     (void)MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-    (void)MHD_add_response_header(r, "Content-Security-Policy",
-                                  "default-src 'self'; img-src 'self' data:; "
-                                  "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+    (void)MHD_add_response_header(
+        r, "Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
 }
 
 static enum MHD_Result send_bytes(struct MHD_Connection *c,
@@ -258,6 +259,38 @@ static firn_rc make_dir(const char *path, firn_err *err)
     return FIRN_OK;
 }
 
+/* DATA/instance-id: 16 hex digits made at the first start, so that the replication slots of two
+ * servers on one PostgreSQL (each with its own job 1) never collide. */
+static firn_rc load_instance_id(srv *s, firn_err *err)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/instance-id", s->data_dir);
+    char *text = firn__srv_read_file(path, 64, false);
+    if (text) {
+        size_t n = strspn(text, "0123456789abcdef");
+        if (n == 16) {
+            memcpy(s->instance_id, text, 16);
+            s->instance_id[16] = '\0';
+        }
+        firn_free(text);
+        if (n != 16)
+            return firn_err_set(err, FIRN_ERR_CONFIG,
+                                "--data: %s must hold 16 hex digits (it names the jobs' "
+                                "replication slots; restore it from a backup)",
+                                path);
+        return FIRN_OK;
+    }
+    firn__srv_random_hex(s->instance_id, 8);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    bool ok =
+        fd >= 0 && write(fd, s->instance_id, 16) == 16 && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return firn_err_set(err, FIRN_ERR_CONFIG, "--data: cannot write %s", path);
+    return FIRN_OK;
+}
+
 static firn_rc prepare_data(srv *s, const firn_serve_options *o, firn_err *err)
 {
     FIRN_TRY(make_dir(o->data_dir, err));
@@ -279,6 +312,7 @@ static firn_rc prepare_data(srv *s, const firn_serve_options *o, firn_err *err)
                                   "cannot find the firn binary (%s) for the runs: %s", want,
                                   strerror(errno));
     s->exe = firn_strdup(exe);
+    FIRN_TRY(load_instance_id(s, err));
     char key_path[PATH_MAX + 16];
     if (o->key_file)
         snprintf(key_path, sizeof(key_path), "%s", o->key_file);

@@ -122,8 +122,16 @@ def destination_body(root: Path, name: str = "lake") -> dict:
             "warehouse": str(root / "warehouse"), "namespace": "lake"}
 
 
+def drop_slots(pg, dbname: str) -> None:
+    """Drops the inactive replication slots of dbname (the jobs' slots), so that the database can
+    be dropped."""
+    with pg.connect() as conn:
+        conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                     "WHERE database = %s AND NOT active", (dbname,))
+
+
 def wait_until(predicate, timeout: float = 120, what: str = "condition"):
     return wait_for(predicate, timeout, interval=0.25, what=what)
 
 
-__all__ = ["Serve", "Api", "PASSWORD", "source_body", "destination_body", "wait_until", "time"]
+__all__ = ["drop_slots", "Serve", "Api", "PASSWORD", "source_body", "destination_body", "wait_until", "time"]

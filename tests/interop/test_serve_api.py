@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from serveutil import PASSWORD, Serve, destination_body, source_body, wait_until
+from serveutil import drop_slots, PASSWORD, Serve, destination_body, source_body, wait_until
 from sparkutil import SqlCatalogLoc
 
 SCHEMA = """
@@ -153,7 +153,8 @@ def test_setup_source_destination_job_run(serve, pg, pg_db, firn_bin, duck, tmp_
     source_json = (folder / "source.json").read_text()
     assert "pw-not-needed" not in source_json
     assert json.loads(source_json)["password"] == "${FIRN_SOURCE_PASSWORD}"
-    assert json.loads(source_json)["slot"] == f"firn_job_{job['id']}"
+    iid = (serve.data / "instance-id").read_text().strip()
+    assert json.loads(source_json)["slot"] == f"firn_{iid}_job{job['id']}" == detail["slot"]
 
     # secrets at rest: the database holds ciphertext only
     db = sqlite3.connect(serve.data / "firn-serve.db")
@@ -161,12 +162,12 @@ def test_setup_source_destination_job_run(serve, pg, pg_db, firn_bin, duck, tmp_
     assert b"pw-not-needed" not in blob and len(blob) > 28
     db.close()
     assert "pw-not-needed" not in serve.log.read_text()
+    for log in (serve.data / "runs").iterdir():
+        assert "pw-not-needed" not in log.read_text()
 
     # a source in use cannot be deleted; the job first
     assert api.call("DELETE", f"/sources/{src['id']}").status_code == 409
-    with pg.connect() as conn:
-        conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                     "WHERE slot_name = %s", (f"firn_job_{job['id']}",))
+    drop_slots(pg, pg_db)
 
 
 def test_test_connection_reports_the_servers_error(serve, pg, pg_db, tmp_path):
@@ -297,9 +298,7 @@ def test_killed_server_leaves_the_run_abandoned(firn_bin, pg, pg_db, tmp_path):
             s2.stop()
     finally:
         s.kill()
-        with pg.connect() as conn:
-            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                         "WHERE slot_name LIKE 'firn_job_%%' AND NOT active")
+        drop_slots(pg, pg_db)
 
 
 def _alive(pid: int) -> bool:
