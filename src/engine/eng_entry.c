@@ -669,7 +669,12 @@ firn_rc firn__engine_status(const firn_config *cfg, FILE *out, firn_err *err)
     /* A source that was given but cannot be read (wrong password, down) fails the command after
      * the table is printed (lag then without bytes): a monitor must not read exit 0 as healthy. */
     firn_rc src_rc = FIRN_OK;
-    if (cfg->has_source) {
+    if (cfg->has_source && firn_source_is_mysql(&cfg->source)) {
+        /* No binlog position to measure lag against yet (issue 28): the source is checked. */
+        firn_my_conn *mc = NULL;
+        src_rc = firn__mysql_open(cfg, &mc, &entry_fault, err);
+        firn_my_conn_close(mc);
+    } else if (cfg->has_source) {
         char *conninfo = NULL;
         firn_pg_conn *c = NULL;
         char v[64];

@@ -324,6 +324,46 @@ static void undo_created(my_sync *m)
     }
 }
 
+static void state_entry_copy(firn_stream_state *dst, const firn_stream_state *src)
+{
+    dst->sync_mode = src->sync_mode;
+    dst->backfill_done = src->backfill_done;
+    dst->chunks_done = src->chunks_done;
+    dst->committed_lsn = src->committed_lsn;
+    dst->last_commit_us = src->last_commit_us;
+    dst->snapshot_id = src->snapshot_id;
+}
+
+/* The state file after the run: every entry it had, and for each table copied the backfill
+ * done, the time and the Iceberg snapshot of its commit (`firn status` reads them). */
+static firn_rc save_state(my_sync *m, firn_err *err)
+{
+    const firn_config *cfg = m->e.cfg;
+    if (!cfg->state_path)
+        return FIRN_OK;
+    firn_state st = {0};
+    for (size_t i = 0; i < cfg->state.count; i++) {
+        const firn_stream_state *old = &cfg->state.items[i];
+        state_entry_copy(firn_state_stream(&st, old->namespace, old->name, true), old);
+    }
+    const int64_t now = firn_now_us();
+    for (size_t i = 0; i < m->n; i++) {
+        const my_target *x = &m->targets[i];
+        if (!x->t.copied)
+            continue;
+        firn_stream_state *e =
+            firn_state_stream(&st, x->t.stream->namespace, x->t.stream->name, true);
+        e->sync_mode = FIRN_SYNC_FULL_REFRESH;
+        e->backfill_done = true;
+        e->last_commit_us = now;
+        const firn_snapshot *snap = firn_table_metadata_current_snapshot(x->t.cat.metadata);
+        e->snapshot_id = snap ? snap->snapshot_id : 0;
+    }
+    firn_rc rc = firn_state_save(&st, cfg->state_path, err);
+    firn_state_free(&st);
+    return rc;
+}
+
 static void targets_free(my_sync *m)
 {
     for (size_t i = 0; i < m->n; i++) {
@@ -368,6 +408,11 @@ firn_rc firn__mysql_sync(const firn_config *cfg,
         rc = open_table(&m, &m.targets[i], fault, err);
     if (rc == FIRN_OK)
         rc = copy_all(&m, fault, err);
+    if (rc == FIRN_OK) {
+        rc = save_state(&m, err);
+        if (rc)
+            *fault = FIRN_FAULT_NONE;
+    }
     if (rc && err->fault != FIRN_FAULT_NONE && *fault == FIRN_FAULT_NONE)
         *fault = err->fault;
     if (rc && m.e.catalog)

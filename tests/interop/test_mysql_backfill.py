@@ -226,6 +226,17 @@ def test_chunked_copy_and_refresh(mariadb, mariadb_db, firn_bin, tmp_path):
     got = sorted((int(r["k"]), r["v"]) for r in tbl.scan().to_arrow().to_pylist())
     assert got == want
     assert Decimal(max(k for k, _ in got)) > Decimal(2) ** 63
+    state = json.loads((root / "state.json").read_text())
+    entry = [s for s in state["streams"] if s["stream"] == "big"][0]
+    assert entry["state"]["backfill_done"] is True
+    assert int(entry["state"]["snapshot_id"]) == tbl.current_snapshot().snapshot_id
+    proc = subprocess.run([str(firn_bin), "status", "--source", str(root / "source.json"),
+                           "--destination", str(root / "destination.json"), "--streams",
+                           str(root / "streams.json"), "--state", str(root / "state.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = [x for x in proc.stdout.splitlines() if x.startswith(f"{mariadb_db}.big")][0]
+    assert "full_refresh" in line and "done" in line
 
 
 def test_cdc_mode_refused(mariadb, mariadb_db, firn_bin, tmp_path):
