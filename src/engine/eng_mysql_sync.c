@@ -175,6 +175,7 @@ static firn_rc commit_target(my_sync *m, my_target *x, firn_err *err)
     firn_summary_set_i64(&extra, SUMMARY_OFFSET, (int64_t)m->pos.offset);
     const bool had_rows = firn_table_metadata_current_snapshot(x->t.cat.metadata) != NULL;
     firn_rc rc = FIRN_OK;
+    /* An empty source table over an empty Iceberg table commits nothing: both are empty. */
     if (x->n_files || had_rows)
         rc = firn__table_commit(&x->t, x->files, x->n_files, NULL, 0, had_rows, 0, &extra, err);
     firn_summary_deinit(&extra);

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""MySQL/MariaDB full-refresh backfill end to end: a type corpus (every type of
+"""MySQL/MariaDB full-refresh backfill end to end (also empty, partitioned and 1,011-column tables): a type corpus (every type of
 docs/type-mapping.md "MySQL and MariaDB" with NULLs, limits, zero and impossible dates,
 negative and > 24 h TIME, latin1/gbk/utf8mb3/utf8mb4 text, BINARY padding, BIT widths, JSON,
 geometry, generated and invisible columns) copied by `firn sync` from a real MariaDB 10.11 and
@@ -255,3 +255,36 @@ def test_cdc_mode_refused(mariadb, mariadb_db, firn_bin, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "binlog CDC" in lines[0] and "full_refresh" in lines[0]
     assert not (root / "warehouse").exists()
+
+
+def test_empty_partitioned_and_wide(mariadb, mariadb_db, firn_bin, tmp_path, duck):
+    wide_cols = ", ".join(f"c{i:04d} int" for i in range(1, 1011))
+    with mariadb.connect(database=mariadb_db) as conn:
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE empty_t (id int PRIMARY KEY, v text)")
+        cur.execute("CREATE TABLE parts (id int, region varchar(4), v int, PRIMARY KEY (id, region)) "
+                    "PARTITION BY LIST COLUMNS (region) (PARTITION pe VALUES IN ('eu'), "
+                    "PARTITION pu VALUES IN ('us'))")
+        cur.executemany("INSERT INTO parts VALUES (%s, %s, %s)",
+                        [(i, "eu" if i % 2 else "us", i * 10) for i in range(200)])
+        cur.execute(f"CREATE TABLE wide (id int PRIMARY KEY, {wide_cols}) ROW_FORMAT=DYNAMIC")
+        vals = ", ".join(str(i * 3) for i in range(1, 1011))
+        nulls = ", ".join(["NULL"] * 1010)
+        cur.execute(f"INSERT INTO wide VALUES (1, {vals}), (2, {nulls})")
+    root = tmp_path / "job"
+    write_job(root, mariadb, mariadb_db, ["empty_t", "parts", "wide"])
+    sync(firn_bin, root)
+    cat = catalog(root)
+    assert cat.load_table(f"{mariadb_db}.empty_t").scan().to_arrow().num_rows == 0
+    got = sorted((r["id"], r["region"], r["v"])
+                 for r in cat.load_table(f"{mariadb_db}.parts").scan().to_arrow().to_pylist())
+    assert got == [(i, "eu" if i % 2 else "us", i * 10) for i in range(200)]
+    wide = cat.load_table(f"{mariadb_db}.wide")
+    rows = sorted(wide.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [rows[0][f"c{i:04d}"] for i in range(1, 1011)] == [i * 3 for i in range(1, 1011)]
+    assert all(rows[1][f"c{i:04d}"] is None for i in range(1, 1011))
+    n = duck.sql(f"SELECT count(*) FROM iceberg_scan('{wide.metadata_location}')").fetchone()[0]
+    assert n == 2
+    state = json.loads((root / "state.json").read_text())
+    assert {s["stream"] for s in state["streams"] if s["state"]["backfill_done"]} == {
+        "empty_t", "parts", "wide"}
