@@ -62,7 +62,10 @@ static firn_rc mysql_position(firn_my_conn *c, firn_my_position *pos, firn_err *
                                  NULL, &ignored))
         pos->gtid[0] = '\0';
     MYSQL_RES *res = NULL;
-    firn_rc rc = firn__my_query(c, "SHOW MASTER STATUS", &res, err);
+    /* MySQL 8.4 removed SHOW MASTER STATUS for SHOW BINARY LOG STATUS (8.2+). */
+    firn_rc rc = firn__my_query(c, "SHOW BINARY LOG STATUS", &res, &ignored);
+    if (rc)
+        rc = firn__my_query(c, "SHOW MASTER STATUS", &res, err);
     if (rc)
         return rc;
     MYSQL_ROW row = mysql_fetch_row(res);

@@ -181,7 +181,8 @@ static firn_rc check_server_id(firn_my_conn *c, int64_t server_id, firn_strlist 
     firn_err ignored = {0};
     /* SHOW SLAVE HOSTS needs REPLICATION MASTER ADMIN on MariaDB 10.5+; without it the replicas
      * cannot be listed and the check says so. */
-    if (firn__my_query(c, "SHOW SLAVE HOSTS", &res, &ignored)) {
+    if (firn__my_query(c, "SHOW SLAVE HOSTS", &res, &ignored) &&
+        firn__my_query(c, "SHOW REPLICAS", &res, &ignored)) { /* MySQL 8.4 */
         if (w)
             firn_strlist_push(w, "could not list the source's replicas (SHOW SLAVE HOSTS) to "
                                  "check that firn's server_id is unused");
