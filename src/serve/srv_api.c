@@ -854,12 +854,65 @@ static json_t *job_stats(srv *s, int64_t job_id)
     return json_load_file(path, 0, NULL);
 }
 
+/* The next three fire times of a job row's schedule (unix seconds; empty when none). */
+static json_t *next_runs(json_t *job)
+{
+    json_t *a = json_array();
+    const char *kind = jstr(job, "schedule_kind");
+    int64_t at = json_integer_value(json_object_get(job, "next_run_at"));
+    if (!at)
+        return a;
+    if (strcmp(kind, "interval") == 0) {
+        int64_t every = json_integer_value(json_object_get(job, "interval_seconds"));
+        for (int i = 0; i < 3; i++)
+            json_array_append_new(a, json_integer(at + i * every));
+    } else if (strcmp(kind, "cron") == 0 && jstr(job, "cron")) {
+        srv_cron c;
+        char why[256];
+        if (firn__srv_cron_parse(jstr(job, "cron"), &c, why, sizeof(why))) {
+            for (int i = 0; i < 3 && at > 0; i++) {
+                json_array_append_new(a, json_integer(at));
+                at = firn__srv_cron_next(&c, at);
+            }
+        }
+    }
+    return a;
+}
+
+/* POST /cron-preview {"cron"}: the next three fire times, or the parse error. */
+static void api_cron_preview(json_t *body, srv_resp *out)
+{
+    const char *text = jstr(body, "cron");
+    srv_cron c;
+    char why[256];
+    if (!text || !firn__srv_cron_parse(text, &c, why, sizeof(why))) {
+        problem(out, 422, "Invalid cron expression", "%s",
+                text ? why : "give \"cron\", such as \"*/15 * * * *\"");
+        return;
+    }
+    json_t *a = json_array();
+    int64_t at = firn__srv_now();
+    for (int i = 0; i < 3; i++) {
+        at = firn__srv_cron_next(&c, at);
+        if (at < 0)
+            break;
+        json_array_append_new(a, json_integer(at));
+    }
+    if (json_array_size(a) == 0) {
+        json_decref(a);
+        problem(out, 422, "Invalid cron expression",
+                "\"%s\" never fires (no such date in the next five years)", text);
+        return;
+    }
+    reply(out, 200, json_pack("{s:o}", "next_runs", a));
+}
+
 static json_t *job_json(srv *s, int64_t job_id, bool detail)
 {
     sqlite3_stmt *st = firn__srv_prepare(
         s, "SELECT j.id, j.name, j.source_id, src.name AS source_name, j.destination_id,"
            " dst.name AS destination_name, j.paused, j.created_at, COALESCE(c.kind, 'manual')"
-           " AS schedule_kind, c.interval_seconds, c.next_run_at, j.tables"
+           " AS schedule_kind, c.interval_seconds, c.cron, c.next_run_at, j.tables"
            " FROM jobs j JOIN sources src ON src.id = j.source_id"
            " JOIN destinations dst ON dst.id = j.destination_id"
            " LEFT JOIN schedules c ON c.job_id = j.id WHERE j.id = ?");
@@ -867,6 +920,7 @@ static json_t *job_json(srv *s, int64_t job_id, bool detail)
     json_t *o = firn__srv_row(st);
     if (!o)
         return NULL;
+    json_object_set_new(o, "next_runs", next_runs(o));
     json_t *tables = json_loads(jstr(o, "tables"), 0, NULL);
     json_object_set_new(o, "tables", tables ? tables : json_array());
     json_object_set_new(o, "paused",
@@ -931,18 +985,40 @@ static json_t *job_json(srv *s, int64_t job_id, bool detail)
     return o;
 }
 
-static bool parse_schedule(json_t *sched, const char **kind, int64_t *interval, srv_resp *out)
+static bool parse_schedule(
+    json_t *sched, const char **kind, int64_t *interval, const char **cron, srv_resp *out)
 {
     *kind = "manual";
     *interval = 0;
+    *cron = NULL;
     if (!sched || json_is_null(sched))
         return true;
     *kind = jstr(sched, "kind");
     if (!*kind || (strcmp(*kind, "manual") != 0 && strcmp(*kind, "interval") != 0 &&
-                   strcmp(*kind, "continuous") != 0)) {
+                   strcmp(*kind, "continuous") != 0 && strcmp(*kind, "cron") != 0)) {
         problem(out, 422, "Invalid schedule",
-                "schedule.kind must be manual, interval or continuous");
+                "schedule.kind must be manual, interval, cron or continuous");
         return false;
+    }
+    if (strcmp(*kind, "cron") == 0) {
+        *cron = jstr(sched, "cron");
+        srv_cron c;
+        char why[256];
+        if (!*cron || strlen(*cron) > 200) {
+            problem(out, 422, "Invalid schedule",
+                    "schedule.cron is required with kind cron, such as \"*/15 * * * *\" (UTC)");
+            return false;
+        }
+        if (!firn__srv_cron_parse(*cron, &c, why, sizeof(why))) {
+            problem(out, 422, "Invalid cron expression", "schedule.cron: %s", why);
+            return false;
+        }
+        if (firn__srv_cron_next(&c, firn__srv_now()) < 0) {
+            problem(out, 422, "Invalid cron expression",
+                    "schedule.cron \"%s\" never fires (no such date in the next five years)",
+                    *cron);
+            return false;
+        }
     }
     if (strcmp(*kind, "interval") == 0) {
         json_t *v = json_object_get(sched, "interval_seconds");
@@ -958,20 +1034,31 @@ static bool parse_schedule(json_t *sched, const char **kind, int64_t *interval, 
     return true;
 }
 
-static void store_schedule(srv *s, int64_t job_id, const char *kind, int64_t interval)
+static void
+store_schedule(srv *s, int64_t job_id, const char *kind, int64_t interval, const char *cron)
 {
     sqlite3_stmt *st = firn__srv_prepare(
-        s, "INSERT INTO schedules(job_id, kind, interval_seconds, next_run_at) VALUES (?, ?, ?, ?)"
+        s, "INSERT INTO schedules(job_id, kind, interval_seconds, cron, next_run_at)"
+           " VALUES (?, ?, ?, ?, ?)"
            " ON CONFLICT(job_id) DO UPDATE SET kind = excluded.kind,"
-           " interval_seconds = excluded.interval_seconds, next_run_at = excluded.next_run_at");
+           " interval_seconds = excluded.interval_seconds, cron = excluded.cron,"
+           " next_run_at = excluded.next_run_at");
     sqlite3_bind_int64(st, 1, job_id);
     sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+    srv_cron c;
+    char why[256];
     if (interval) {
         sqlite3_bind_int64(st, 3, interval);
-        sqlite3_bind_int64(st, 4, firn__srv_now() + interval);
+        sqlite3_bind_null(st, 4);
+        sqlite3_bind_int64(st, 5, firn__srv_now() + interval);
+    } else if (cron && firn__srv_cron_parse(cron, &c, why, sizeof(why))) {
+        sqlite3_bind_null(st, 3);
+        sqlite3_bind_text(st, 4, cron, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, firn__srv_cron_next(&c, firn__srv_now()));
     } else {
         sqlite3_bind_null(st, 3);
         sqlite3_bind_null(st, 4);
+        sqlite3_bind_null(st, 5);
     }
     (void)sqlite3_step(st);
     sqlite3_finalize(st);
@@ -1018,9 +1105,9 @@ static void api_job_create(srv *s, json_t *body, srv_resp *out)
         problem(out, 422, "No tables", "job: \"tables\" must list at least one table");
         return;
     }
-    const char *kind;
+    const char *kind, *cron;
     int64_t interval;
-    if (!parse_schedule(json_object_get(body, "schedule"), &kind, &interval, out))
+    if (!parse_schedule(json_object_get(body, "schedule"), &kind, &interval, &cron, out))
         return;
     json_t *clean = json_array();
     size_t i;
@@ -1107,7 +1194,7 @@ static void api_job_create(srv *s, json_t *body, srv_resp *out)
         goto fail;
     }
     json_decref(doc);
-    store_schedule(s, id, kind, interval);
+    store_schedule(s, id, kind, interval, cron);
     json_decref(clean);
     firn_free(dir);
     reply(out, 201, job_json(s, id, true));
@@ -1216,15 +1303,15 @@ static void api_jobs(srv *s,
             return;
         }
         if (sched) {
-            const char *kind;
+            const char *kind, *cron;
             int64_t interval;
-            if (!parse_schedule(sched, &kind, &interval, out))
+            if (!parse_schedule(sched, &kind, &interval, &cron, out))
                 return;
             if (running) {
                 problem(out, 409, "Job is running", "stop the job before changing its schedule");
                 return;
             }
-            store_schedule(s, id, kind, interval);
+            store_schedule(s, id, kind, interval, cron);
         }
         if (paused) {
             sqlite3_stmt *st = firn__srv_prepare(s, "UPDATE jobs SET paused = ? WHERE id = ?");
@@ -1410,6 +1497,118 @@ api_tokens(srv *s, const srv_req *rq, const who *w, int64_t id, json_t *body, sr
     problem(out, 405, "Method not allowed", "%s %s is not part of the API", rq->method, rq->path);
 }
 
+/* Users (admin only, a user may change their own password): list, create with a role,
+ * change password or role, delete. A password change or a deletion ends the user's sessions. */
+static void
+api_users(srv *s, const srv_req *rq, const who *w, int64_t id, json_t *body, srv_resp *out)
+{
+    const char *m = rq->method;
+    bool admin = strcmp(w->role, "admin") == 0;
+    bool self_pw = id == w->user_id && strcmp(m, "PATCH") == 0 && !json_object_get(body, "role");
+    if (!admin && !self_pw) {
+        problem(out, 403, "Forbidden", "only an admin manages users");
+        return;
+    }
+    if (!id && strcmp(m, "GET") == 0) {
+        sqlite3_stmt *st = firn__srv_prepare(s, "SELECT id, username, role, created_at FROM users"
+                                                " ORDER BY username");
+        reply(out, 200, json_pack("{s:o}", "items", firn__srv_rows(st)));
+        return;
+    }
+    const char *role = jstr(body, "role"), *pw = jstr(body, "password");
+    if (role && strcmp(role, "admin") != 0 && strcmp(role, "operator") != 0 &&
+        strcmp(role, "viewer") != 0) {
+        problem(out, 422, "Invalid field", "user: \"role\" must be admin, operator or viewer");
+        return;
+    }
+    if (pw && strlen(pw) < MIN_PASSWORD) {
+        problem(out, 422, "Password too short", "password: at least %d characters", MIN_PASSWORD);
+        return;
+    }
+    if (!id && strcmp(m, "POST") == 0) {
+        const char *user = jstr(body, "username");
+        if (!valid_username(user)) {
+            problem(out, 422, "Invalid user name", "username: 1-64 letters, digits and . _ - @");
+            return;
+        }
+        if (!pw || !role) {
+            problem(out, 422, "Missing field", "user: \"password\" and \"role\" are required");
+            return;
+        }
+        char *hash = firn__srv_password_hash(pw);
+        sqlite3_stmt *st = firn__srv_prepare(s, "INSERT INTO users(username, password_hash,"
+                                                " role, created_at) VALUES (?, ?, ?, ?)");
+        sqlite3_bind_text(st, 1, user, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, hash ? hash : "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, role, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, firn__srv_now());
+        int rc = hash ? sqlite3_step(st) : SQLITE_ERROR;
+        sqlite3_finalize(st);
+        firn_free(hash);
+        if (rc == SQLITE_CONSTRAINT)
+            problem(out, 409, "Name taken", "a user named \"%s\" exists already", user);
+        else if (rc != SQLITE_DONE)
+            problem(out, 500, "Database error", "could not store the user");
+        else
+            reply(out, 201,
+                  json_pack("{s:I, s:s, s:s}", "id", (json_int_t)sqlite3_last_insert_rowid(s->db),
+                            "username", user, "role", role));
+        return;
+    }
+    who target;
+    if (!id || !load_user(s, id, &target)) {
+        problem(out, 404, "Not found", "user %lld does not exist", (long long)id);
+        return;
+    }
+    sqlite3_stmt *st;
+    if (strcmp(m, "DELETE") == 0 ||
+        (strcmp(m, "PATCH") == 0 && role && id == w->user_id && strcmp(role, "admin") != 0)) {
+        if (id == w->user_id) {
+            problem(out, 409, "Cannot remove yourself",
+                    "another admin must delete or demote this user");
+            return;
+        }
+    }
+    if (strcmp(m, "DELETE") == 0) {
+        st = firn__srv_prepare(s, "DELETE FROM users WHERE id = ?");
+        sqlite3_bind_int64(st, 1, id);
+        (void)sqlite3_step(st);
+        sqlite3_finalize(st);
+        reply(out, 204, NULL);
+        return;
+    }
+    if (strcmp(m, "PATCH") != 0) {
+        problem(out, 405, "Method not allowed", "%s %s is not part of the API", m, rq->path);
+        return;
+    }
+    if (role) {
+        st = firn__srv_prepare(s, "UPDATE users SET role = ? WHERE id = ?");
+        sqlite3_bind_text(st, 1, role, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, id);
+        (void)sqlite3_step(st);
+        sqlite3_finalize(st);
+    }
+    if (pw) {
+        char *hash = firn__srv_password_hash(pw);
+        st = firn__srv_prepare(s, "UPDATE users SET password_hash = ? WHERE id = ?");
+        sqlite3_bind_text(st, 1, hash ? hash : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, id);
+        if (hash)
+            (void)sqlite3_step(st);
+        sqlite3_finalize(st);
+        firn_free(hash);
+        /* every session of the user ends, the caller's own too */
+        st = firn__srv_prepare(s, "DELETE FROM sessions WHERE user_id = ?");
+        sqlite3_bind_int64(st, 1, id);
+        (void)sqlite3_step(st);
+        sqlite3_finalize(st);
+    }
+    (void)load_user(s, id, &target);
+    reply(out, 200,
+          json_pack("{s:I, s:s, s:s}", "id", (json_int_t)id, "username", target.username, "role",
+                    target.role));
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Dispatch
  * -------------------------------------------------------------------------------------------*/
@@ -1531,6 +1730,10 @@ static void dispatch(srv *s, const srv_req *rq, srv_resp *out)
         api_jobs(s, rq, &w, id, action, body, out);
     } else if (strcmp(seg[0], "runs") == 0 && id > 0) {
         api_runs(s, rq, id, action, out);
+    } else if (strcmp(seg[0], "cron-preview") == 0 && n == 1 && strcmp(rq->method, "POST") == 0) {
+        api_cron_preview(body, out);
+    } else if (strcmp(seg[0], "users") == 0 && !action) {
+        api_users(s, rq, &w, id, body, out);
     } else if (strcmp(seg[0], "tokens") == 0 && !action) {
         api_tokens(s, rq, &w, id, body, out);
     } else {

@@ -45,6 +45,14 @@ static const char *const migrations[] = {
     "CREATE INDEX runs_by_job ON runs(job_id, id);"
     "CREATE TABLE run_logs(run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,"
     " path TEXT NOT NULL);",
+    /* 1 -> 2: cron schedules */
+    "CREATE TABLE schedules_new(job_id INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,"
+    " kind TEXT NOT NULL CHECK (kind IN ('manual', 'interval', 'continuous', 'cron')),"
+    " interval_seconds INTEGER, cron TEXT, next_run_at INTEGER);"
+    "INSERT INTO schedules_new(job_id, kind, interval_seconds, next_run_at)"
+    " SELECT job_id, kind, interval_seconds, next_run_at FROM schedules;"
+    "DROP TABLE schedules;"
+    "ALTER TABLE schedules_new RENAME TO schedules;",
 };
 #define N_MIGRATIONS (sizeof(migrations) / sizeof(migrations[0]))
 

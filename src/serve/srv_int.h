@@ -100,6 +100,23 @@ bool firn__srv_password_check(const char *password, const char *stored);
 /** Constant-time equality of two NUL-terminated strings. */
 bool firn__srv_str_eq_ct(const char *a, const char *b);
 
+/* ---- srv_cron.c ---- */
+/** A parsed cron expression (UTC): one bit per allowed value of each field. */
+typedef struct srv_cron {
+    uint64_t minute; /* bits 0-59 */
+    uint32_t hour;   /* bits 0-23 */
+    uint32_t dom;    /* bits 1-31 */
+    uint16_t month;  /* bits 1-12 */
+    uint8_t dow;     /* bits 0-6, Sunday 0 */
+    bool dom_any, dow_any;
+} srv_cron;
+/** Parses a 5-field cron expression or an @shorthand; false with one line in why (naming the
+ * field and the accepted forms) when it is not valid. */
+bool firn__srv_cron_parse(const char *text, srv_cron *out, char *why, size_t cap);
+/** The first fire time after `after` (unix seconds), on a whole minute; -1 when none comes in
+ * the next five years (an impossible date). */
+int64_t firn__srv_cron_next(const srv_cron *c, int64_t after);
+
 /* ---- srv_jobs.c ---- */
 /** Writes the CLI's configuration files of a source (source.json) or destination
  * (destination.json) row into dir; secrets are `${FIRN_...}` references, and their values are

@@ -529,7 +529,7 @@ static void schedule(srv *s)
     int64_t now = firn__srv_now();
     sqlite3_stmt *st = firn__srv_prepare(
         s, "SELECT c.job_id, c.kind, COALESCE(c.interval_seconds, 0), COALESCE(c.next_run_at, 0),"
-           " (SELECT MAX(ended_at) FROM runs r WHERE r.job_id = c.job_id)"
+           " (SELECT MAX(ended_at) FROM runs r WHERE r.job_id = c.job_id), c.cron"
            " FROM schedules c JOIN jobs j ON j.id = c.job_id"
            " WHERE j.paused = 0 AND c.kind != 'manual'");
     if (!st)
@@ -540,15 +540,25 @@ static void schedule(srv *s)
     size_t n_due = 0;
     while (sqlite3_step(st) == SQLITE_ROW && n_due < SRV_MAX_CHILDREN) {
         int64_t job = sqlite3_column_int64(st, 0);
-        bool interval = strcmp((const char *)sqlite3_column_text(st, 1), "interval") == 0;
+        const char *kind = (const char *)sqlite3_column_text(st, 1);
+        bool interval = strcmp(kind, "interval") == 0, cron = strcmp(kind, "cron") == 0;
         int64_t every = sqlite3_column_int64(st, 2), at = sqlite3_column_int64(st, 3);
         int64_t ended = sqlite3_column_int64(st, 4);
-        if (interval && at <= now) {
+        if ((interval || cron) && at > 0 && at <= now) {
             due[n_due] = job;
             due_interval[n_due] = true;
             /* missed fires during downtime collapse into this one */
-            next[n_due++] = now + (every > 0 ? every : 60);
-        } else if (!interval && !job_running(s, job) &&
+            int64_t following = now + (every > 0 ? every : 60);
+            srv_cron c;
+            char why[256];
+            if (cron) {
+                const char *text = (const char *)sqlite3_column_text(st, 5);
+                following = text && firn__srv_cron_parse(text, &c, why, sizeof(why))
+                                ? firn__srv_cron_next(&c, now)
+                                : -1;
+            }
+            next[n_due++] = following;
+        } else if (strcmp(kind, "continuous") == 0 && !job_running(s, job) &&
                    (ended == 0 || now - ended >= CONTINUOUS_RESTART_SECS)) {
             due[n_due] = job;
             due_interval[n_due] = false;

@@ -122,7 +122,17 @@ try {
   await page.getByRole('button', { name: 'Load tables' }).click();
   await page.locator('#picker').waitFor({ timeout: LONG });
   await page.getByLabel('select public.items').check();
+  // a cron schedule: an invalid one is refused inline, a valid one shows the server's next runs
+  const cron = page.getByLabel('cron expression');
+  await cron.fill('61 * * * *');
+  await page.locator('#cron-preview [role=alert]', { hasText: 'the minute field "61" is not valid' }).waitFor();
+  await cron.fill('*/30 * * * *');
+  await page.locator('#next-runs').waitFor();
+  const next = (await page.locator('#next-runs').textContent()).split(' · ');
+  assert.equal(next.length, 3, `three next runs: ${next}`);
+  for (const t of next) assert.match(t, /^\d{4}-\d\d-\d\d \d\d:(00|30):00 UTC$/);
   await shot('06-job-wizard');
+  await page.getByLabel('Manual: runs when you press Run').check();
   await page.getByRole('button', { name: 'Create job' }).click();
   await page.getByRole('heading', { name: /shop-to-lake/ }).waitFor({ timeout: LONG });
 
@@ -142,11 +152,35 @@ try {
   assert.ok(log.length > 0, 'the run log is empty');
   await shot('08-run-log');
 
+  step('settings');
+  await page.getByRole('link', { name: 'Settings' }).click();
+  await page.getByRole('heading', { name: 'Add a user' }).waitFor();
+  await page.locator('#uf [name=username]').fill('vic');
+  await page.locator('#uf [name=role]').selectOption('viewer');
+  await page.locator('#uf [name=password]').fill('short');
+  await page.getByRole('button', { name: 'Add user' }).click();
+  await page.getByRole('alert').filter({ hasText: 'at least 12 characters' }).waitFor();
+  await page.locator('#uf [name=password]').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Add user' }).click();
+  await page.locator('#users td', { hasText: 'vic' }).waitFor();
+  await shot('09-settings');
+
   step('overview');
   await page.getByRole('link', { name: 'Overview' }).click();
   await page.locator('#jobs td', { hasText: 'shop-to-lake' }).waitFor();
   await page.locator('#jobs .badge-idle').waitFor();
-  await shot('09-overview');
+  await shot('10-overview');
+  // a viewer sees the job but no button that changes anything
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('User name').fill('vic');
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('#jobs td', { hasText: 'shop-to-lake' }).waitFor();
+  await page.locator('#jobs a', { hasText: 'shop-to-lake' }).click();
+  await page.locator('#runs .badge-succeeded').first().waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Run now' }).count(), 0, 'viewer sees Run now');
+  assert.equal(await page.getByRole('button', { name: 'Delete' }).count(), 0, 'viewer sees Delete');
+  await shot('11-viewer-job');
   assert.deepEqual(consoleErrors.filter((e) => !e.startsWith('Failed to load resource')), [], 'console errors');
   console.log('walk: ok');
 } catch (e) {

@@ -87,6 +87,7 @@ function schedText(j) {
     const m = Math.round(j.interval_seconds / 60);
     return m % 60 === 0 ? `every ${m / 60} h` : `every ${m} min`;
   }
+  if (j.schedule_kind === 'cron') return `cron ${j.cron} (UTC)`;
   return j.schedule_kind === 'continuous' ? 'continuous' : 'manual';
 }
 // The CLI's own error line of a firn check or sync output.
@@ -122,6 +123,8 @@ function showChrome() {
     document.getElementById('who-name').innerHTML =
       html`${me.user.username} <span class="role">${me.user.role}</span>`.s;
   }
+  const newJob = nav.querySelector('[data-nav=new]');
+  if (newJob) newJob.hidden = !me || me.user.role !== 'admin';
   const page = location.hash.split('/')[1] || '';
   for (const a of nav.querySelectorAll('a')) {
     const n = a.dataset.nav;
@@ -208,14 +211,14 @@ async function pageOverview(token) {
       <td class="num">${fmtBytes(st.lag_bytes)}</td>
       <td title="${st.last_commit_at || ''}">${lastCommit ? fmtAgo(lastCommit) : '—'}</td>
       <td class="err-cell">${j.last_error ? html`<span class="text-error" title="${j.last_error}">${j.last_error}</span>` : '—'}</td>
-      <td class="actions">${j.state === 'running'
+      <td class="actions">${me.user.role === 'viewer' ? '' : j.state === 'running'
         ? html`<button class="btn btn-sm" data-stop="${j.id}">Stop</button>`
         : html`<button class="btn btn-sm btn-primary" data-run="${j.id}">Run</button>`}</td>
     </tr>`;
   });
   render(html`
   <div class="page-head"><h1>Overview</h1>
-    <a class="btn btn-primary" href="#/jobs/new">New job</a></div>
+    ${me.user.role === 'admin' ? html`<a class="btn btn-primary" href="#/jobs/new">New job</a>` : ''}</div>
   <div class="stats">
     <div class="stat card"><div class="stat-n">${jobs.length}</div><div class="stat-l">jobs</div></div>
     <div class="stat card"><div class="stat-n ${count('running') ? 'text-running' : ''}">${count('running')}</div><div class="stat-l">running</div></div>
@@ -317,7 +320,7 @@ async function pageResources(kind, token) {
       ${K.cols.map(([, f]) => html`<td>${f(it.config)}</td>`)}
       <td>${it.config.secrets_set.length ? it.config.secrets_set.join(', ') : '—'}</td>
       <td class="actions">
-        <button class="btn btn-sm" data-test="${it.id}">Test connection</button>
+        ${me.user.role !== 'viewer' ? html`<button class="btn btn-sm" data-test="${it.id}">Test connection</button>` : ''}
         ${admin ? html`<button class="btn btn-sm btn-ghost" data-del="${it.id}">Delete</button>` : ''}
       </td></tr>
       <tr class="result-row" id="result-${it.id}" hidden><td colspan="${K.cols.length + 3}"></td></tr>`);
@@ -414,6 +417,9 @@ async function pageNewJob(token) {
         <label class="radio"><input type="radio" name="kind" value="manual" checked> Manual: runs when you press Run</label>
         <label class="radio"><input type="radio" name="kind" value="interval"> Every
           <input type="number" id="every" min="1" value="60" class="inline-num"> minutes (catch-up runs)</label>
+        <label class="radio"><input type="radio" name="kind" value="cron"> Cron (UTC)
+          <input id="cron" class="inline-text mono" value="0 * * * *" aria-label="cron expression"></label>
+        <div id="cron-preview" class="sub cron-preview"></div>
         <label class="radio"><input type="radio" name="kind" value="continuous"> Continuous: stream changes all the time (<code>firn sync --follow</code>)</label>
       </div>
     </section>
@@ -421,6 +427,18 @@ async function pageNewJob(token) {
     <div class="form-foot"><button class="btn btn-primary" type="submit">Create job</button></div>
   </form>`);
   let found = [];
+  const cronBox = document.getElementById('cron');
+  const preview = document.getElementById('cron-preview');
+  let cronTimer = null;
+  const showPreview = async () => {
+    const r = await api('POST', '/cron-preview', { cron: cronBox.value });
+    preview.innerHTML = (r.ok
+      ? html`Next runs: <span id="next-runs">${r.data.next_runs.map(fmtTime).join(' · ')}</span>`
+      : html`<span class="text-error" role="alert">${problemText(r)}</span>`).s;
+  };
+  cronBox.oninput = () => { clearTimeout(cronTimer); cronTimer = setTimeout(showPreview, 250); };
+  cronBox.onfocus = () => { f.querySelector('input[value=cron]').checked = true; };
+  showPreview();
   document.getElementById('load').onclick = async (e) => {
     const b = e.target;
     b.disabled = true;
@@ -458,6 +476,7 @@ async function pageNewJob(token) {
     const kind = f.querySelector('input[name=kind]:checked').value;
     const schedule = { kind };
     if (kind === 'interval') schedule.interval_seconds = Math.round(Number(document.getElementById('every').value) * 60);
+    if (kind === 'cron') schedule.cron = cronBox.value;
     const body = {
       name: f.elements.name.value, source_id: Number(f.elements.source_id.value),
       destination_id: Number(f.elements.destination_id.value), tables: picked, schedule,
@@ -515,7 +534,7 @@ async function pageJob(id, token) {
     <div class="kv card"><div class="k">Lag</div><div class="v">${fmtBytes(st.lag_bytes)}</div></div>
     <div class="kv card"><div class="k">Last commit</div><div class="v" title="${st.last_commit_at || ''}">${st.last_commit_at ? fmtAgo(isoSec(st.last_commit_at)) : '—'}</div></div>
     <div class="kv card"><div class="k">Acknowledged LSN</div><div class="v mono">${st.acknowledged_lsn || '—'}</div></div>
-    <div class="kv card"><div class="k">Next run</div><div class="v">${j.schedule_kind === 'interval' && !j.paused ? fmtTime(j.next_run_at) : '—'}</div></div>
+    <div class="kv card"><div class="k">Next runs (UTC)</div><div class="v small" id="job-next-runs">${j.next_runs.length && !j.paused ? j.next_runs.map((t) => fmtTime(t).slice(5, 16)).join(' · ') : '—'}</div></div>
     <div class="kv card"><div class="k">Files (for the CLI)</div><div class="v mono small" title="${j.folder}">${j.folder}</div></div>
   </div>
   <section class="card table-card"><h2>Tables</h2>
@@ -614,6 +633,68 @@ async function pageRun(id, token) {
   }
 }
 
+// ---- settings: users and API tokens ---------------------------------------------------------
+
+async function pageSettings(token) {
+  const admin = me.user.role === 'admin';
+  const [users, tokens] = await Promise.all([admin ? api('GET', '/users') : null, api('GET', '/tokens')]);
+  if (token !== pageToken) return;
+  render(html`
+  <div class="page-head"><h1>Settings</h1></div>
+  ${admin && users.ok ? html`<section class="card table-card"><h2>Users</h2>
+    <table class="table" id="users"><thead><tr><th>User</th><th>Role</th><th>Created</th><th></th></tr></thead>
+    <tbody>${users.data.items.map((u) => html`<tr><td class="strong">${u.username}</td><td>${badge(u.role)}</td>
+      <td>${fmtTime(u.created_at)}</td><td class="actions">${u.id !== me.user.id
+        ? html`<button class="btn btn-sm btn-ghost" data-deluser="${u.id}">Delete</button>` : ''}</td></tr>`)}</tbody></table></section>
+  <section class="card form-card"><h2>Add a user</h2>
+    <form id="uf" class="form" novalidate>
+      <div class="row2"><label>User name<input name="username" autocomplete="off"></label>
+        <label>Role<select name="role"><option value="viewer">viewer: reads everything</option>
+          <option value="operator">operator: runs, stops and tests</option>
+          <option value="admin">admin: everything</option></select></label></div>
+      <label>Password<input name="password" type="password" autocomplete="new-password" placeholder="at least 12 characters"></label>
+      <div id="uerr"></div>
+      <button class="btn btn-primary" type="submit">Add user</button>
+    </form></section>` : ''}
+  <section class="card table-card"><h2>API tokens</h2>
+    ${tokens.ok && tokens.data.items.length ? html`<table class="table" id="tokens"><thead><tr><th>Name</th><th>Created</th><th>Last used</th><th></th></tr></thead>
+    <tbody>${tokens.data.items.map((t) => html`<tr><td class="strong">${t.name}</td><td>${fmtTime(t.created_at)}</td>
+      <td>${t.last_used_at ? fmtAgo(t.last_used_at) : 'never'}</td>
+      <td class="actions"><button class="btn btn-sm btn-ghost" data-deltoken="${t.id}">Revoke</button></td></tr>`)}</tbody></table>`
+    : html`<div class="empty">No API tokens. A token acts as you, sent as <code>Authorization: Bearer …</code>.</div>`}
+  </section>
+  <section class="card form-card"><h2>New API token</h2>
+    <form id="tf" class="form" novalidate><label>Name<input name="name" placeholder="ci"></label>
+      <div id="terr"></div><button class="btn btn-primary" type="submit">Create token</button></form>
+  </section>`);
+  const again = () => pageSettings(pageToken);
+  const uf = document.getElementById('uf');
+  if (uf) {
+    uf.onsubmit = async (e) => {
+      e.preventDefault();
+      const r = await api('POST', '/users', formData(uf));
+      if (!r.ok) showError(document.getElementById('uerr'), problemText(r));
+      else again();
+    };
+  }
+  document.getElementById('tf').onsubmit = async (e) => {
+    e.preventDefault();
+    const r = await api('POST', '/tokens', formData(document.getElementById('tf')));
+    const box = document.getElementById('terr');
+    if (!r.ok) { showError(box, problemText(r)); return; }
+    await again();
+    document.getElementById('terr').innerHTML = html`<div class="alert alert-ok">Token created; copy it now, it is not shown again:
+      <code id="new-token">${r.data.token}</code></div>`.s;
+  };
+  for (const b of main.querySelectorAll('[data-deluser],[data-deltoken]')) {
+    b.onclick = async () => {
+      const path = b.dataset.deluser ? `/users/${b.dataset.deluser}` : `/tokens/${b.dataset.deltoken}`;
+      const r = await api('DELETE', path);
+      if (r.ok) again();
+    };
+  }
+}
+
 // ---- router --------------------------------------------------------------------------------
 
 async function route() {
@@ -639,6 +720,7 @@ async function route() {
       setTimer(() => { if (token === pageToken) pageJob(Number(parts[1]), token); }, 3000);
       return undefined;
     case 'runs': return pageRun(Number(parts[1]), token);
+    case 'settings': return pageSettings(token);
     default:
       if (parts[0] !== 'overview') { location.hash = '#/overview'; return undefined; }
       await pageOverview(token);
